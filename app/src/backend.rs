@@ -1,0 +1,48 @@
+//! The seam between the UI and the server: what server functions may ask for. The `server`
+//! crate implements [`ShopBackend`] and provides a [`Backend`] through Leptos context, so the
+//! UI never touches SQL or server internals.
+
+use std::{future::Future, pin::Pin, sync::Arc};
+
+use leptos::prelude::*;
+use tower_sessions::Session;
+
+use crate::dto::{Cart, Product};
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A failure the UI may show: `message` is safe for shoppers (the server logged the rest).
+#[derive(Clone, Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct BackendError {
+    pub message: String,
+}
+
+pub trait ShopBackend: Send + Sync + 'static {
+    fn products(&self) -> BoxFuture<'_, Result<Vec<Product>, BackendError>>;
+    fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>>;
+    fn add_to_cart(&self, session: Session, sku: String, quantity: u32) -> BoxFuture<'_, Result<Cart, BackendError>>;
+}
+
+#[derive(Clone)]
+pub struct Backend(pub Arc<dyn ShopBackend>);
+
+/// The backend the server provided for this request.
+pub fn backend() -> Result<Arc<dyn ShopBackend>, ServerFnError> {
+    use_context::<Backend>()
+        .map(|b| b.0)
+        .ok_or_else(|| ServerFnError::new("the shop backend is not available"))
+}
+
+/// The shopper's session, as the server's session layer attached it to the request.
+pub async fn session() -> Result<Session, ServerFnError> {
+    leptos_axum::extract::<Session>()
+        .await
+        .map_err(|_| ServerFnError::new("no session"))
+}
+
+impl From<BackendError> for ServerFnError {
+    fn from(e: BackendError) -> Self {
+        ServerFnError::new(e.message)
+    }
+}

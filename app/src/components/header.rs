@@ -1,0 +1,30 @@
+use leptos::prelude::*;
+
+use crate::api::{get_cart, AddToCart};
+
+/// The shop's top bar with the cart count. It re-reads the cart whenever an
+/// "Add to cart" action (anywhere on the page) completes.
+#[component]
+pub fn Header() -> impl IntoView {
+    let add = use_context::<ServerAction<AddToCart>>();
+    let cart = Resource::new(
+        move || add.map(|a| a.version().get()).unwrap_or_default(),
+        |_| get_cart(),
+    );
+    view! {
+        <header class="topbar">
+            <a class="brand" href="/">"Once"</a>
+            <nav>
+                <a href="/">"Shop"</a>
+                <span class="cart-count" data-testid="cart-count">
+                    <Suspense fallback=|| "Cart">
+                        {move || cart.get().map(|c| match c {
+                            Ok(c) => format!("Cart ({})", c.item_count()),
+                            Err(_) => "Cart".to_owned(),
+                        })}
+                    </Suspense>
+                </span>
+            </nav>
+        </header>
+    }
+}

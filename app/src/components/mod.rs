@@ -1,0 +1,2 @@
+pub mod header;
+pub mod stepper;

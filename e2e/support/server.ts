@@ -1,0 +1,63 @@
+// Starts and stops real server processes (the release build) for the browser tests, each
+// on its own fresh database.
+import { spawn, ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import path from 'node:path';
+
+export const ROOT = path.resolve(__dirname, '..', '..');
+
+export interface ServerOptions {
+  port: number;
+  database: string;
+  env?: Record<string, string>;
+}
+
+export interface RunningServer {
+  baseURL: string;
+  process: ChildProcess;
+  options: ServerOptions;
+}
+
+export function freshDatabaseName(): string {
+  return `once_e2e_${randomUUID().replace(/-/g, '')}`;
+}
+
+export async function startServer(options: ServerOptions): Promise<RunningServer> {
+  const baseURL = `http://127.0.0.1:${options.port}`;
+  const child = spawn(path.join(ROOT, 'target', 'release', 'server'), [], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${options.database}`,
+      LEPTOS_SITE_ADDR: `127.0.0.1:${options.port}`,
+      LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
+      RUST_LOG: process.env.RUST_LOG ?? 'warn',
+      ...options.env,
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  await waitForHealth(baseURL, child);
+  return { baseURL, process: child, options };
+}
+
+async function waitForHealth(baseURL: string, child: ChildProcess): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`server exited with ${child.exitCode}`);
+    try {
+      const response = await fetch(`${baseURL}/healthz`);
+      if (response.ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`server at ${baseURL} did not become healthy`);
+}
+
+export async function stopServer(server: RunningServer, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (server.process.exitCode !== null) return;
+  const exited = new Promise((r) => server.process.once('exit', r));
+  server.process.kill(signal);
+  await exited;
+}

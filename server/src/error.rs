@@ -1,0 +1,172 @@
+//! One error type for the HTTP boundary. Every failure becomes an RFC 9457
+//! `application/problem+json` answer; internal details are logged, never sent.
+
+use axum::{
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde::Serialize;
+
+/// Seconds a client should wait before retrying after a 409 or 503.
+pub const RETRY_AFTER_SECS: u64 = 1;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("this route requires an Idempotency-Key header")]
+    IdempotencyKeyMissing,
+    #[error("{0}")]
+    IdempotencyKeyMalformed(&'static str),
+    #[error("this Idempotency-Key was used for a different request")]
+    IdempotencyKeyReused,
+    #[error("a request with this Idempotency-Key is still being processed")]
+    RequestInProgress,
+    #[error("not found")]
+    NotFound,
+    #[error("{detail}")]
+    BadRequest { problem: &'static str, detail: String },
+    #[error("{detail}")]
+    Unprocessable { problem: &'static str, detail: String },
+    #[error("the request body is larger than this route accepts")]
+    PayloadTooLarge,
+    #[error("the service is temporarily unavailable")]
+    Unavailable(#[source] anyhow::Error),
+    #[error("internal error")]
+    Internal(#[source] anyhow::Error),
+}
+
+impl ApiError {
+    pub fn bad_request(problem: &'static str, detail: impl Into<String>) -> Self {
+        Self::BadRequest { problem, detail: detail.into() }
+    }
+
+    pub fn unprocessable(problem: &'static str, detail: impl Into<String>) -> Self {
+        Self::Unprocessable { problem, detail: detail.into() }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::IdempotencyKeyMissing | Self::IdempotencyKeyMalformed(_) | Self::BadRequest { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::IdempotencyKeyReused | Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::RequestInProgress => StatusCode::CONFLICT,
+            Self::NotFound => StatusCode::NOT_FOUND,
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// A definitive outcome is the same whenever the request is repeated, so the
+    /// idempotency layer stores it; a transient one (5xx) leaves the key open for a retry.
+    pub fn is_transient(&self) -> bool {
+        self.status().is_server_error()
+    }
+
+    fn problem_name(&self) -> &'static str {
+        match self {
+            Self::IdempotencyKeyMissing => "idempotency-key-missing",
+            Self::IdempotencyKeyMalformed(_) => "idempotency-key-malformed",
+            Self::IdempotencyKeyReused => "idempotency-key-reused",
+            Self::RequestInProgress => "request-in-progress",
+            Self::NotFound => "not-found",
+            Self::BadRequest { problem, .. } | Self::Unprocessable { problem, .. } => problem,
+            Self::PayloadTooLarge => "payload-too-large",
+            Self::Unavailable(_) => "service-unavailable",
+            Self::Internal(_) => "internal-error",
+        }
+    }
+
+    pub fn to_problem(&self) -> Problem {
+        let status = self.status();
+        Problem {
+            problem_type: format!("https://once.example/problems/{}", self.problem_name()),
+            title: status.canonical_reason().unwrap_or("Error").to_owned(),
+            status: status.as_u16(),
+            detail: self.to_string(),
+            retryable: matches!(status, StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE),
+        }
+    }
+}
+
+/// The RFC 9457 body, plus `retryable`: whether repeating the request with the same
+/// Idempotency-Key can succeed.
+#[derive(Debug, Serialize)]
+pub struct Problem {
+    #[serde(rename = "type")]
+    pub problem_type: String,
+    pub title: String,
+    pub status: u16,
+    pub detail: String,
+    pub retryable: bool,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        match &self {
+            Self::Internal(e) => tracing::error!(error = ?e, "internal error"),
+            Self::Unavailable(e) => tracing::warn!(error = %e, "service unavailable"),
+            _ => {}
+        }
+        let problem = self.to_problem();
+        let mut response = (
+            self.status(),
+            [(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"))],
+            serde_json::to_vec(&problem).unwrap_or_default(),
+        )
+            .into_response();
+        if problem.retryable {
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+        }
+        response
+    }
+}
+
+impl From<sqlx::Error> for ApiError {
+    fn from(e: sqlx::Error) -> Self {
+        if is_transient_db_error(&e) {
+            Self::Unavailable(e.into())
+        } else {
+            Self::Internal(e.into())
+        }
+    }
+}
+
+impl From<anyhow::Error> for ApiError {
+    fn from(e: anyhow::Error) -> Self {
+        Self::Internal(e)
+    }
+}
+
+/// Errors that say "the database is unreachable or busy right now", not "this request is
+/// wrong": lost connections, an exhausted pool, shutdown, serialization failures.
+pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08") || code.starts_with("57P") || code == "40001" || code == "40P01" || code == "53300"
+        }),
+        _ => false,
+    }
+}
+
+/// Turns a named constraint violation into a clear client error; anything else stays an
+/// internal error. `map` builds the client error for the named constraint.
+pub trait OnConstraint<T> {
+    fn on_constraint(self, name: &str, map: impl FnOnce() -> ApiError) -> Result<T, ApiError>;
+}
+
+impl<T> OnConstraint<T> for Result<T, sqlx::Error> {
+    fn on_constraint(self, name: &str, map: impl FnOnce() -> ApiError) -> Result<T, ApiError> {
+        self.map_err(|e| match &e {
+            sqlx::Error::Database(db) if db.constraint() == Some(name) => map(),
+            _ => e.into(),
+        })
+    }
+}
+
+/// The answer for any unknown route under `/api`.
+pub async fn api_not_found() -> ApiError {
+    ApiError::NotFound
+}

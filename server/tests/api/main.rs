@@ -1,0 +1,5 @@
+//! Integration tests: the real server on port 0 against a real PostgreSQL, one fresh
+//! database per test.
+
+mod foundation;
+mod helpers;
