@@ -40,9 +40,3 @@ pub async fn session() -> Result<Session, ServerFnError> {
         .await
         .map_err(|_| ServerFnError::new("no session"))
 }
-
-impl From<BackendError> for ServerFnError {
-    fn from(e: BackendError) -> Self {
-        ServerFnError::new(e.message)
-    }
-}

@@ -37,6 +37,63 @@ impl Cart {
     }
 }
 
+/// Where an order is in its life. It only ever moves forward:
+/// `pending_payment → paid → fulfilled`, or `pending_payment → cancelled`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderStatus {
+    PendingPayment,
+    Paid,
+    Fulfilled,
+    Cancelled,
+}
+
+impl OrderStatus {
+    /// The text shoppers see.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::PendingPayment => "Pending payment",
+            Self::Paid => "Paid",
+            Self::Fulfilled => "Fulfilled",
+            Self::Cancelled => "Cancelled",
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PendingPayment => "pending_payment",
+            Self::Paid => "paid",
+            Self::Fulfilled => "fulfilled",
+            Self::Cancelled => "cancelled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [Self::PendingPayment, Self::Paid, Self::Fulfilled, Self::Cancelled].into_iter().find(|st| st.as_str() == s)
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderItem {
+    pub sku: String,
+    pub name: String,
+    pub quantity: i32,
+    pub unit_price_cents: i64,
+}
+
+/// An order as the API and the pages show it. Prices and totals come from the database.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Order {
+    pub id: uuid::Uuid,
+    pub order_no: String,
+    pub status: OrderStatus,
+    pub currency: String,
+    pub total_cents: i64,
+    pub items: Vec<OrderItem>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
 /// Formats integer minor units for people: `1800, "EUR"` becomes `€18.00`.
 pub fn format_money(cents: i64, currency: &str) -> String {
     let symbol = match currency {

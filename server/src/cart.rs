@@ -57,9 +57,10 @@ pub async fn add(db: &PgPool, session: &Session, sku: String, quantity: u32) -> 
         return Err(CartError::UnknownSku(sku));
     }
     let mut stored = load(session).await?;
+    let lines = stored.0.len();
     match stored.0.iter_mut().find(|(s, _)| *s == sku) {
         Some((_, q)) => *q = (*q + quantity).min(MAX_QUANTITY),
-        None if stored.0.len() >= MAX_LINES => return Err(CartError::TooManyLines),
+        None if lines >= MAX_LINES => return Err(CartError::TooManyLines),
         None => stored.0.push((sku, quantity)),
     }
     session.insert(CART, &stored).await.map_err(anyhow::Error::from)?;

@@ -15,7 +15,7 @@ pub enum ApiError {
     #[error("this route requires an Idempotency-Key header")]
     IdempotencyKeyMissing,
     #[error("{0}")]
-    IdempotencyKeyMalformed(&'static str),
+    IdempotencyKeyMalformed(#[from] crate::idempotency::key::KeyError),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyKeyReused,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -139,13 +139,14 @@ impl From<anyhow::Error> for ApiError {
 }
 
 /// Errors that say "the database is unreachable or busy right now", not "this request is
-/// wrong": lost connections, an exhausted pool, shutdown, serialization failures.
+/// wrong": lost connections, an exhausted pool, shutdown, serialization failures, and a
+/// database that refuses new connections (55000, as during maintenance).
 pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
         sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || code == "40001" || code == "40P01" || code == "53300"
+            code.starts_with("08") || code.starts_with("57P") || ["40001", "40P01", "53300", "55000"].contains(&code.as_ref())
         }),
         _ => false,
     }

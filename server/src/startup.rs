@@ -1,7 +1,7 @@
 //! Building the application: database, migrations, sessions, routes, layers; and serving it
 //! until a shutdown signal arrives.
 
-use std::future::Future;
+use std::{future::Future, sync::Arc, time::Duration};
 
 use axum::{
     extract::{DefaultBodyLimit, FromRef},
@@ -18,7 +18,13 @@ use tower_http::{
     trace::TraceLayer,
 };
 
-use crate::{catalog, config::Config, db, error, health, session, ssr};
+use crate::{
+    catalog, config::Config, db, error, faults::Faults, health, idempotency, metrics, metrics::Metrics, orders, session,
+    ssr,
+};
+
+/// How often the retention worker looks for expired idempotency keys.
+const PURGE_EVERY: Duration = Duration::from_secs(600);
 
 /// Everything a handler may need, cloned cheaply per request.
 #[derive(Clone, FromRef)]
@@ -26,6 +32,8 @@ pub struct AppState {
     pub db: PgPool,
     pub config: Config,
     pub leptos: LeptosOptions,
+    pub metrics: Arc<Metrics>,
+    pub faults: Faults,
 }
 
 pub struct Application {
@@ -42,7 +50,13 @@ impl Application {
         let db = db::connect(&config.database_url).await?;
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
-        let state = AppState { db, leptos: config.leptos.clone(), config };
+        let state = AppState {
+            db,
+            leptos: config.leptos.clone(),
+            metrics: Arc::default(),
+            faults: Faults::new(config.fault_injection),
+            config,
+        };
         let router = router(state.clone()).await?;
         Ok(Self { listener, router, state })
     }
@@ -58,13 +72,24 @@ impl Application {
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
     pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "Once is listening");
-        axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await
+        let purge = tokio::spawn(idempotency::purge::run_worker(
+            self.state.db.clone(),
+            self.state.config.idempotency_retention,
+            PURGE_EVERY,
+        ));
+        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        purge.abort();
+        served
     }
 }
 
 async fn router(state: AppState) -> anyhow::Result<Router> {
     let sessions = session::layer(state.db.clone()).await?;
-    let api = Router::new().merge(catalog::router()).fallback(error::api_not_found);
+    let api = Router::new()
+        .merge(catalog::router())
+        .merge(orders::router())
+        .merge(idempotency::status::router())
+        .fallback(error::api_not_found);
     let shop = Router::new()
         .nest("/api", api)
         .merge(ssr::router(&state))
@@ -72,6 +97,8 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .layer(sessions);
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
+        .route("/metrics", get(metrics::render))
+        .merge(state.faults.router())
         .merge(shop)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(PropagateRequestIdLayer::x_request_id())

@@ -32,17 +32,22 @@ pub fn HomePage() -> impl IntoView {
 #[component]
 fn ProductCard(product: Product) -> impl IntoView {
     let add = expect_context::<ServerAction<AddToCart>>();
-    let in_stock = product.stock > 0;
+    let Product { sku, name, description, price_cents, currency, stock } = product;
+    let in_stock = stock > 0;
+    let initial = name.chars().next().unwrap_or('•').to_string();
+    // The form's children are a closure of their own, so it gets its own copies.
+    let (form_sku, form_name) = (sku.clone(), name.clone());
+    let stock_text = if in_stock { format!("{stock} in stock") } else { "Sold out".to_owned() };
     view! {
-        <li class="product" data-sku=product.sku.clone()>
-            <div class="product-art" aria-hidden="true">{product.name.chars().next().unwrap_or('•').to_string()}</div>
-            <h2>{product.name.clone()}</h2>
-            <p class="description">{product.description.clone()}</p>
-            <p class="price">{format_money(product.price_cents, &product.currency)}</p>
-            <p class="stock">{if in_stock { format!("{} in stock", product.stock) } else { "Sold out".to_owned() }}</p>
+        <li class="product" data-sku=sku>
+            <div class="product-art" aria-hidden="true">{initial}</div>
+            <h2>{name}</h2>
+            <p class="description">{description}</p>
+            <p class="price">{format_money(price_cents, &currency)}</p>
+            <p class="stock">{stock_text}</p>
             <ActionForm action=add attr:class="add-form">
-                <input type="hidden" name="sku" value=product.sku.clone()/>
-                <QuantityStepper label=product.name.clone() max=99/>
+                <input type="hidden" name="sku" value=form_sku/>
+                <QuantityStepper label=form_name.clone() max=99/>
                 <button type="submit" class="primary" disabled=!in_stock>"Add to cart"</button>
             </ActionForm>
         </li>

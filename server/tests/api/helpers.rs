@@ -45,7 +45,9 @@ pub async fn start(config: Config, db_name: String) -> TestApp {
     let address = format!("http://127.0.0.1:{}", app.port());
     let db = app.db().clone();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
-    TestApp { address, db, db_name, config, client: shopper() }
+    let app = TestApp { address, db, db_name, config, client: shopper() };
+    app.open_session(&app.client).await;
+    app
 }
 
 /// A new client with its own cookie jar: a different shopper.
@@ -54,6 +56,13 @@ pub fn shopper() -> Client {
 }
 
 impl TestApp {
+    /// A first request, as a browser's page load would be: the client gets its session
+    /// cookie, so that concurrent requests that follow share one session.
+    pub async fn open_session(&self, client: &Client) {
+        let response = client.get(self.url("/api/products")).send().await.expect("first request");
+        assert_eq!(response.status(), 200);
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{}", self.address, path)
     }
@@ -100,4 +109,69 @@ pub async fn assert_problem(response: reqwest::Response, status: u16, problem: &
     assert!(kind.ends_with(&format!("/{problem}")), "problem type {kind} should end in {problem}");
     assert!(body["title"].is_string() && body["detail"].is_string());
     body
+}
+
+pub const MUG_ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#;
+
+/// `POST /api/orders` with a key (none if `None`) and a raw JSON body.
+pub async fn post_order(client: &Client, app: &TestApp, key: Option<&str>, body: &str) -> reqwest::Response {
+    post_order_with(client, app, key, body, &[]).await
+}
+
+pub async fn post_order_with(
+    client: &Client,
+    app: &TestApp,
+    key: Option<&str>,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = client.post(app.url("/api/orders")).header("content-type", "application/json").body(body.to_owned());
+    if let Some(key) = key {
+        request = request.header("idempotency-key", key);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.expect("request sent")
+}
+
+/// An app with fault injection on (hold gates, forced failures).
+pub async fn spawn_app_with_faults(customize: impl FnOnce(&mut Config)) -> TestApp {
+    spawn_app_with(|c| {
+        c.fault_injection = true;
+        customize(c);
+    })
+    .await
+}
+
+impl TestApp {
+    /// Waits until `n` requests are held at the gate `name`.
+    pub async fn wait_until_held(&self, name: &str, n: u64) {
+        for _ in 0..200 {
+            let status: serde_json::Value =
+                self.client.get(self.url(&format!("/_test/gates/{name}"))).send().await.unwrap().json().await.unwrap();
+            if status["waiting"].as_u64() == Some(n) {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+        }
+        panic!("no request reached gate {name}");
+    }
+
+    pub async fn open_gate(&self, name: &str) {
+        let response = self.client.post(self.url(&format!("/_test/gates/{name}/open"))).send().await.unwrap();
+        assert_eq!(response.status(), 204);
+    }
+
+    pub async fn key_state(&self, key: &str) -> Option<String> {
+        sqlx::query_scalar("SELECT state FROM idempotency_keys WHERE key = $1").bind(key).fetch_optional(&self.db).await.unwrap()
+    }
+
+    /// The value of a counter on `/metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("metric {name} missing"))
+    }
 }

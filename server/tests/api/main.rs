@@ -3,3 +3,4 @@
 
 mod foundation;
 mod helpers;
+mod idempotency;

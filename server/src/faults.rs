@@ -1,0 +1,119 @@
+//! Test-only fault injection, off unless `ONCE_FAULT_INJECTION=on`. With it on, a write
+//! request may carry
+//!
+//! * `Once-Test-Hold: <gate>`: wait inside the business transaction (rows written, not yet
+//!   committed) until `POST /_test/gates/<gate>/open`, so a test can kill the server, kill
+//!   database connections, or let a lease expire at a known point;
+//! * `Once-Test-Fail: transient`: fail with a 503 after the business writes.
+//!
+//! With it off, the headers are ignored and the `/_test` routes do not exist.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use axum::{
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode},
+    routing::{get, post},
+    Json, Router,
+};
+use tokio::sync::watch;
+
+use crate::{error::ApiError, startup::AppState};
+
+/// How long a held request waits for its gate before giving up by itself.
+const HOLD_LIMIT: Duration = Duration::from_secs(120);
+
+#[derive(Clone, Default)]
+pub struct Faults {
+    enabled: bool,
+    gates: Arc<Mutex<HashMap<String, Gate>>>,
+}
+
+struct Gate {
+    open: watch::Sender<bool>,
+    waiting: usize,
+}
+
+/// The faults one request asked for.
+#[derive(Clone, Debug, Default)]
+pub struct FaultRequest {
+    hold: Option<String>,
+    fail: bool,
+}
+
+impl FaultRequest {
+    pub fn from_headers(headers: &HeaderMap) -> Self {
+        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+        Self { hold: text("once-test-hold"), fail: text("once-test-fail").as_deref() == Some("transient") }
+    }
+}
+
+impl Faults {
+    pub fn new(enabled: bool) -> Self {
+        if enabled {
+            tracing::warn!("fault injection is ON: for tests only, never in production");
+        }
+        Self { enabled, ..Self::default() }
+    }
+
+    /// Called by the idempotency executor between the business writes and the commit.
+    pub async fn inject(&self, request: &FaultRequest) -> Result<(), ApiError> {
+        if !self.enabled {
+            return Ok(());
+        }
+        if let Some(gate) = &request.hold {
+            self.hold(gate).await;
+        }
+        if request.fail {
+            return Err(ApiError::Unavailable(anyhow::anyhow!("injected transient failure")));
+        }
+        Ok(())
+    }
+
+    async fn hold(&self, name: &str) {
+        let mut open = {
+            let mut gates = self.gates.lock().expect("gates lock");
+            let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate { open: watch::channel(false).0, waiting: 0 });
+            gate.waiting += 1;
+            gate.open.subscribe()
+        };
+        tracing::info!(gate = name, "request held at fault-injection gate");
+        let _ = tokio::time::timeout(HOLD_LIMIT, open.wait_for(|is_open| *is_open)).await;
+        if let Some(gate) = self.gates.lock().expect("gates lock").get_mut(name) {
+            gate.waiting -= 1;
+        }
+    }
+
+    fn open(&self, name: &str) {
+        let mut gates = self.gates.lock().expect("gates lock");
+        let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate { open: watch::channel(false).0, waiting: 0 });
+        gate.open.send_replace(true);
+    }
+
+    fn waiting(&self, name: &str) -> usize {
+        self.gates.lock().expect("gates lock").get(name).map_or(0, |g| g.waiting)
+    }
+
+    /// The control routes, mounted only when fault injection is on.
+    pub fn router(&self) -> Router<AppState> {
+        if !self.enabled {
+            return Router::new();
+        }
+        Router::new()
+            .route("/_test/gates/{name}", get(gate_status))
+            .route("/_test/gates/{name}/open", post(open_gate))
+    }
+}
+
+async fn gate_status(State(faults): State<Faults>, Path(name): Path<String>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "gate": name, "waiting": faults.waiting(&name) }))
+}
+
+async fn open_gate(State(faults): State<Faults>, Path(name): Path<String>) -> StatusCode {
+    faults.open(&name);
+    StatusCode::NO_CONTENT
+}

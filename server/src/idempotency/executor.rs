@@ -1,0 +1,244 @@
+//! The executor every write route goes through:
+//!
+//! 1. **claim** the key in its own short statement (so concurrent repeats see `processing`);
+//! 2. run the business work in one transaction;
+//! 3. **complete** the key in that same transaction, fenced on the lease token, and commit:
+//!    the business rows and the stored response become visible together or not at all.
+//!
+//! Definitive outcomes (2xx, deterministic 4xx) are stored and replayed; transient ones
+//! (5xx) mark the key `failed` so the same key can run again.
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use axum::{
+    extract::{FromRef, FromRequestParts},
+    http::{request::Parts, Method},
+    response::{IntoResponse, Response},
+};
+use sqlx::{PgPool, Postgres, Transaction};
+use uuid::Uuid;
+
+use super::{
+    fingerprint::Fingerprint,
+    key::IdempotencyKey,
+    response::{Reply, StoredResponse},
+    store::{self, Claimed, Existing},
+};
+use crate::{
+    error::ApiError,
+    faults::{FaultRequest, Faults},
+    metrics::Metrics,
+    startup::AppState,
+};
+
+pub type PgTx = Transaction<'static, Postgres>;
+
+/// How many times a claim is retried when the key changes state between our statements.
+const CLAIM_ATTEMPTS: usize = 3;
+
+/// One request under the protocol: who sent it (scope), with which key, and what it is.
+#[derive(Clone, Debug)]
+pub struct IdempotentRequest {
+    pub scope: String,
+    pub key: IdempotencyKey,
+    pub method: Method,
+    pub route: String,
+    pub fingerprint: Fingerprint,
+    pub faults: FaultRequest,
+}
+
+impl IdempotentRequest {
+    pub fn new(scope: &str, key: IdempotencyKey, method: Method, route: &str, body: &serde_json::Value) -> Self {
+        Self {
+            scope: scope.to_owned(),
+            fingerprint: Fingerprint::of(&method, route, body),
+            key,
+            method,
+            route: route.to_owned(),
+            faults: FaultRequest::default(),
+        }
+    }
+}
+
+/// Extractor for routes that require `Idempotency-Key`: the key plus method and path. The
+/// body is fingerprinted later, once it has been parsed.
+pub struct RequestKey {
+    key: IdempotencyKey,
+    method: Method,
+    route: String,
+    faults: FaultRequest,
+}
+
+impl RequestKey {
+    pub fn for_body(self, scope: &str, body: &serde_json::Value) -> IdempotentRequest {
+        IdempotentRequest {
+            faults: self.faults,
+            ..IdempotentRequest::new(scope, self.key, self.method, &self.route, body)
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RequestKey {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let header = parts.headers.get("idempotency-key").ok_or(ApiError::IdempotencyKeyMissing)?;
+        // Bytes outside visible ASCII fail `to_str`; parse them anyway for the precise error.
+        let text = String::from_utf8_lossy(header.as_bytes());
+        Ok(Self {
+            key: IdempotencyKey::parse(&text)?,
+            method: parts.method.clone(),
+            route: parts.uri.path().to_owned(),
+            faults: FaultRequest::from_headers(&parts.headers),
+        })
+    }
+}
+
+/// What the executor needs, taken from the application state.
+#[derive(Clone)]
+pub struct Idempotency {
+    pub db: PgPool,
+    pub lease: Duration,
+    pub metrics: Arc<Metrics>,
+    pub faults: Faults,
+}
+
+impl FromRef<AppState> for Idempotency {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            db: state.db.clone(),
+            lease: state.config.idempotency_lease,
+            metrics: state.metrics.clone(),
+            faults: state.faults.clone(),
+        }
+    }
+}
+
+enum Start {
+    Execute(Uuid),
+    Replay(StoredResponse),
+}
+
+/// Runs `work` at most once per (scope, key) with effect. `work` gets the business
+/// transaction and hands it back with its outcome; the executor commits or rolls it back.
+pub async fn execute<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
+where
+    F: FnOnce(PgTx) -> Fut,
+    Fut: Future<Output = (PgTx, Result<Reply, ApiError>)>,
+{
+    let lease = match idem.start(&req).await {
+        Ok(Start::Execute(lease)) => lease,
+        Ok(Start::Replay(stored)) => return stored.into_response(true),
+        Err(e) => return e.into_response(),
+    };
+    let tx = match idem.db.begin().await {
+        Ok(tx) => tx,
+        Err(e) => return idem.give_up(&req, lease, e.into()).await,
+    };
+    let (tx, outcome) = work(tx).await;
+    let outcome = match outcome {
+        Ok(reply) => idem.faults.inject(&req.faults).await.map(|()| reply),
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(reply) => idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply)).await,
+        Err(e) if e.is_transient() => {
+            let _ = tx.rollback().await;
+            idem.give_up(&req, lease, e).await
+        }
+        Err(refusal) => {
+            // A definitive refusal: undo any business writes, then store the refusal.
+            let _ = tx.rollback().await;
+            match idem.db.begin().await {
+                Ok(tx) => idem.finish(tx, &req, lease, StoredResponse::from_error(&refusal)).await,
+                Err(e) => idem.give_up(&req, lease, e.into()).await,
+            }
+        }
+    }
+}
+
+impl Idempotency {
+    async fn start(&self, req: &IdempotentRequest) -> Result<Start, ApiError> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            match store::claim(&self.db, req, self.lease).await? {
+                Claimed::Fresh(lease) => {
+                    Metrics::inc(&self.metrics.executions);
+                    return Ok(Start::Execute(lease));
+                }
+                Claimed::Reclaimed { lease, took_over } => {
+                    if took_over {
+                        tracing::warn!(key = %req.key, "lease expired; taking the request over");
+                        Metrics::inc(&self.metrics.takeovers);
+                    } else {
+                        Metrics::inc(&self.metrics.retries_after_failure);
+                    }
+                    Metrics::inc(&self.metrics.executions);
+                    return Ok(Start::Execute(lease));
+                }
+                Claimed::Existing(existing) => match self.answer(existing) {
+                    Some(answer) => return answer,
+                    None => continue,
+                },
+            }
+        }
+        Err(ApiError::RequestInProgress)
+    }
+
+    /// The answer for a key someone else holds; `None` when it may be claimed again.
+    fn answer(&self, existing: Existing) -> Option<Result<Start, ApiError>> {
+        match existing {
+            Existing::Completed(stored) => {
+                Metrics::inc(&self.metrics.replays);
+                Some(Ok(Start::Replay(stored)))
+            }
+            Existing::InProgress => {
+                Metrics::inc(&self.metrics.in_progress);
+                Some(Err(ApiError::RequestInProgress))
+            }
+            Existing::DifferentRequest => {
+                Metrics::inc(&self.metrics.key_reused);
+                Some(Err(ApiError::IdempotencyKeyReused))
+            }
+            Existing::Reclaimable => None,
+        }
+    }
+
+    /// Stores the outcome with the key and commits, or rolls everything back when another
+    /// request has taken the key over (fencing).
+    async fn finish(&self, mut tx: PgTx, req: &IdempotentRequest, lease: Uuid, stored: StoredResponse) -> Response {
+        match store::complete(&mut *tx, req, lease, &stored).await {
+            Ok(true) => match tx.commit().await {
+                Ok(()) => stored.into_response(false),
+                Err(e) => self.give_up(req, lease, e.into()).await,
+            },
+            Ok(false) => {
+                let _ = tx.rollback().await;
+                Metrics::inc(&self.metrics.fenced);
+                tracing::warn!(key = %req.key, "lease lost to another request; our writes were rolled back");
+                self.current_answer(req).await
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                self.give_up(req, lease, e.into()).await
+            }
+        }
+    }
+
+    /// After losing the lease: answer with whatever the key holds now.
+    async fn current_answer(&self, req: &IdempotentRequest) -> Response {
+        match store::existing(&self.db, req).await {
+            Ok(Existing::Completed(stored)) => stored.into_response(true),
+            Ok(_) => ApiError::RequestInProgress.into_response(),
+            Err(e) => ApiError::from(e).into_response(),
+        }
+    }
+
+    /// A transient failure: mark the key `failed` (best effort; if even that fails, the
+    /// lease expires by itself) and answer with the error, which says "retry".
+    async fn give_up(&self, req: &IdempotentRequest, lease: Uuid, error: ApiError) -> Response {
+        if let Err(e) = store::fail(&self.db, req, lease).await {
+            tracing::warn!(key = %req.key, error = %e, "could not mark the key failed; its lease will expire");
+        }
+        error.into_response()
+    }
+}

@@ -1,0 +1,166 @@
+//! The request fingerprint: SHA-256 over method, route and the canonical JSON body. Key order
+//! and whitespace do not change it; any change of a value does.
+
+use axum::http::Method;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint(String);
+
+impl Fingerprint {
+    pub fn of(method: &Method, route: &str, body: &Value) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(method.as_str().as_bytes());
+        hasher.update(b"\n");
+        hasher.update(route.as_bytes());
+        hasher.update(b"\n");
+        hasher.update(canonical_json(body).as_bytes());
+        Self(hex::encode(hasher.finalize()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// JSON with object keys sorted and no insignificant whitespace. Written by hand rather than
+/// relying on serde_json's map order, which a feature flag elsewhere in the build can change.
+pub fn canonical_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            out.push('{');
+            for (i, (k, v)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(v, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, v) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn post(body: &Value) -> Fingerprint {
+        Fingerprint::of(&Method::POST, "/api/orders", body)
+    }
+
+    #[test]
+    fn key_order_and_whitespace_do_not_matter() {
+        let a: Value = serde_json::from_str(r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#).unwrap();
+        let b: Value = serde_json::from_str("{ \"items\" : [ { \"quantity\" : 2,\n \"sku\" : \"MUG-001\" } ] }").unwrap();
+        assert_eq!(post(&a), post(&b));
+        assert_eq!(canonical_json(&b), r#"{"items":[{"quantity":2,"sku":"MUG-001"}]}"#);
+    }
+
+    #[test]
+    fn method_and_route_are_part_of_the_fingerprint() {
+        let body = json!({});
+        assert_ne!(post(&body), Fingerprint::of(&Method::PUT, "/api/orders", &body));
+        assert_ne!(post(&body), Fingerprint::of(&Method::POST, "/api/orders/1/payments", &body));
+    }
+
+    /// Arbitrary JSON values, a few levels deep.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            "[a-z0-9 \"\\\\é]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z]{1,4}", inner, 0..5)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Serializes `value` with object members in reverse order and extra whitespace.
+    fn reordered_text(value: &Value) -> String {
+        match value {
+            Value::Object(map) => {
+                let members: Vec<String> =
+                    map.iter().rev().map(|(k, v)| format!(" {} :\n {} ", Value::String(k.clone()), reordered_text(v))).collect();
+                format!("{{ {} }}", members.join(" , "))
+            }
+            Value::Array(items) => {
+                format!("[ {} ]", items.iter().map(reordered_text).collect::<Vec<_>>().join(" ,\t"))
+            }
+            scalar => scalar.to_string(),
+        }
+    }
+
+    /// Every scalar, empty array and empty object inside `value`.
+    fn leaves_mut(value: &mut Value) -> Vec<&mut Value> {
+        let is_leaf = match &*value {
+            Value::Array(a) => a.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => true,
+        };
+        if is_leaf {
+            return vec![value];
+        }
+        match value {
+            Value::Array(items) => items.iter_mut().flat_map(leaves_mut).collect(),
+            Value::Object(map) => map.values_mut().flat_map(leaves_mut).collect(),
+            _ => unreachable!(),
+        }
+    }
+
+    fn change(leaf: &mut Value) {
+        *leaf = match leaf.take() {
+            Value::Null => json!(false),
+            Value::Bool(b) => json!(!b),
+            Value::Number(n) => json!(n.as_i64().unwrap().wrapping_add(1)),
+            Value::String(s) => json!(format!("{s}!")),
+            Value::Array(_) => json!([null]),
+            Value::Object(_) => json!({ "k": null }),
+        };
+    }
+
+    proptest! {
+        #[test]
+        fn any_key_order_and_whitespace_give_the_same_fingerprint(value in json_value()) {
+            let reparsed: Value = serde_json::from_str(&reordered_text(&value)).unwrap();
+            prop_assert_eq!(post(&value), post(&reparsed));
+        }
+
+        #[test]
+        fn any_value_change_gives_a_different_fingerprint(value in json_value(), pick in any::<prop::sample::Index>()) {
+            let mut changed = value.clone();
+            let mut leaves = leaves_mut(&mut changed);
+            let leaf = pick.index(leaves.len());
+            change(leaves.swap_remove(leaf));
+            prop_assert_ne!(post(&value), post(&changed));
+        }
+    }
+}

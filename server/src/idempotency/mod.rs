@@ -1,0 +1,21 @@
+//! The Idempotency-Key protocol (ARCHITECTURE.md §5): every write route that creates or
+//! charges goes through [`execute`], so a repeated request takes effect exactly once.
+//!
+//! * [`key`]: parsing the header (bare or structured-field form).
+//! * [`fingerprint`]: SHA-256 of method, route and canonical JSON body.
+//! * [`store`]: the `idempotency_keys` table and its state machine, in SQL.
+//! * [`executor`]: claim, run the business transaction, complete fenced on the lease.
+//! * [`status`]: `GET /api/idempotency-keys/{key}` for polling after a 409.
+//! * [`purge`]: the retention worker.
+
+pub mod executor;
+pub mod fingerprint;
+pub mod key;
+pub mod purge;
+pub mod response;
+pub mod status;
+pub mod store;
+
+pub use executor::{execute, IdempotentRequest, RequestKey};
+pub use key::IdempotencyKey;
+pub use response::Reply;

@@ -1,0 +1,29 @@
+//! Retention: keys older than the window are deleted, after which reusing a key is a new
+//! request. One step ([`try_execute_task`]) for tests, a loop for the server.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+/// Deletes the keys created before the retention window; returns how many.
+pub async fn try_execute_task(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
+    let deleted = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond'")
+        .bind(retention.as_millis() as i64)
+        .execute(db)
+        .await?;
+    Ok(deleted.rows_affected())
+}
+
+/// Runs the purge every `every` until the task is dropped. Safe on several instances at
+/// once: each DELETE is independent and idempotent.
+pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        match try_execute_task(&db, retention).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(deleted = n, "purged expired idempotency keys"),
+            Err(e) => tracing::warn!(error = %e, "idempotency purge failed; will retry"),
+        }
+    }
+}

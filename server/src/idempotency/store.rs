@@ -1,0 +1,141 @@
+//! The `idempotency_keys` table: every state transition is one SQL statement, and the
+//! database decides every race (the unique constraint, and `WHERE lease_token = $mine`).
+//!
+//! ```text
+//! (absent) --claim--> processing(lease) --complete (fenced)--> completed
+//! processing --fail--> failed --claim again--> processing(new lease)
+//! processing --lease expired + same request--> processing(new lease)   (takeover)
+//! ```
+
+use std::time::Duration;
+
+use sqlx::{PgExecutor, PgPool};
+use uuid::Uuid;
+
+use super::{executor::IdempotentRequest, response::StoredResponse};
+
+/// What the table says about a key that someone already holds.
+pub enum Existing {
+    Completed(StoredResponse),
+    InProgress,
+    DifferentRequest,
+    /// Failed or expired between our two statements: try claiming again.
+    Reclaimable,
+}
+
+pub enum Claimed {
+    /// A new key: this request executes.
+    Fresh(Uuid),
+    /// A failed key retried, or an expired lease taken over.
+    Reclaimed { lease: Uuid, took_over: bool },
+    Existing(Existing),
+}
+
+/// One attempt to become the executor of `req`.
+pub async fn claim(db: &PgPool, req: &IdempotentRequest, lease: Duration) -> Result<Claimed, sqlx::Error> {
+    let token = Uuid::new_v4();
+    let lease_ms = lease.as_millis() as i64;
+    let inserted = sqlx::query(
+        "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
+         VALUES ($1, $2, $3, $4, $5, 'processing', $6, now() + $7 * interval '1 millisecond')
+         ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(req.method.as_str())
+    .bind(&req.route)
+    .bind(req.fingerprint.as_str())
+    .bind(token)
+    .bind(lease_ms)
+    .execute(db)
+    .await?;
+    if inserted.rows_affected() == 1 {
+        return Ok(Claimed::Fresh(token));
+    }
+
+    // Retry after a failure, or take over a lease whose holder went silent. The fingerprint
+    // condition makes sure a different request can never take a key over.
+    let reclaimed: Option<String> = sqlx::query_scalar(
+        "UPDATE idempotency_keys k
+            SET state = 'processing', lease_token = $4,
+                locked_until = now() + $5 * interval '1 millisecond'
+           FROM (SELECT state FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE) previous
+          WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = $3
+            AND (k.state = 'failed' OR (k.state = 'processing' AND k.locked_until < now()))
+      RETURNING previous.state",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(req.fingerprint.as_str())
+    .bind(token)
+    .bind(lease_ms)
+    .fetch_optional(db)
+    .await?;
+    if let Some(previous) = reclaimed {
+        return Ok(Claimed::Reclaimed { lease: token, took_over: previous == "processing" });
+    }
+    Ok(Claimed::Existing(existing(db, req).await?))
+}
+
+pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
+    let row: Option<(String, String, bool, Option<i16>, Option<serde_json::Value>, Option<Vec<u8>>)> = sqlx::query_as(
+        "SELECT fingerprint, state, coalesce(locked_until > now(), false), response_status, response_headers, response_body
+           FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .fetch_optional(db)
+    .await?;
+    let Some((fingerprint, state, lease_valid, status, headers, body)) = row else {
+        return Ok(Existing::Reclaimable); // purged in between
+    };
+    if fingerprint != req.fingerprint.as_str() {
+        return Ok(Existing::DifferentRequest);
+    }
+    Ok(match (state.as_str(), status, body) {
+        ("completed", Some(status), Some(body)) => {
+            Existing::Completed(StoredResponse::from_parts(status, &headers.unwrap_or_default(), body))
+        }
+        ("processing", _, _) if lease_valid => Existing::InProgress,
+        _ => Existing::Reclaimable,
+    })
+}
+
+/// Stores the outcome, fenced on our lease: `false` means another request took the key
+/// over, and the caller must roll back everything it wrote.
+pub async fn complete<'e>(
+    tx: impl PgExecutor<'e>,
+    req: &IdempotentRequest,
+    lease: Uuid,
+    response: &StoredResponse,
+) -> Result<bool, sqlx::Error> {
+    let updated = sqlx::query(
+        "UPDATE idempotency_keys
+            SET state = 'completed', response_status = $4, response_headers = $5, response_body = $6,
+                completed_at = now(), locked_until = NULL
+          WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(lease)
+    .bind(response.status as i16)
+    .bind(response.headers_json())
+    .bind(&response.body)
+    .execute(tx)
+    .await?;
+    Ok(updated.rows_affected() == 1)
+}
+
+/// Marks a transient failure so that the same key may run again at once.
+pub async fn fail(db: &PgPool, req: &IdempotentRequest, lease: Uuid) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE idempotency_keys SET state = 'failed', locked_until = NULL
+          WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(lease)
+    .execute(db)
+    .await?;
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Orders: `POST /api/orders` (through the idempotency executor), `GET /api/orders` and
+//! `GET /api/orders/{id}`. Orders belong to the shopper's session; others see a 404.
+
+mod new_order;
+pub mod store;
+
+use axum::{
+    extract::{Path, State},
+    response::Response,
+    routing::get,
+    Json, Router,
+};
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use app::dto::Order;
+pub use new_order::NewOrder;
+
+use crate::{
+    error::ApiError,
+    extract::ApiJson,
+    idempotency::{self, executor::Idempotency, RequestKey},
+    session::Shopper,
+    startup::AppState,
+};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/orders", get(list).post(create)).route("/orders/{id}", get(show))
+}
+
+async fn create(
+    State(idem): State<Idempotency>,
+    shopper: Shopper,
+    key: RequestKey,
+    ApiJson(body): ApiJson<serde_json::Value>,
+) -> Result<Response, ApiError> {
+    let new_order = NewOrder::parse(&body)?;
+    let request = key.for_body(&shopper.id, &body);
+    Ok(idempotency::execute(&idem, request, |mut tx| async move {
+        let outcome = store::create(&mut tx, &shopper.id, &new_order).await;
+        (tx, outcome)
+    })
+    .await)
+}
+
+async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Order>>, ApiError> {
+    Ok(Json(store::for_session(&db, &shopper.id).await?))
+}
+
+async fn show(State(db): State<PgPool>, shopper: Shopper, Path(id): Path<String>) -> Result<Json<Order>, ApiError> {
+    let id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
+    store::find(&db, &shopper.id, id).await?.map(Json).ok_or(ApiError::NotFound)
+}

@@ -1,0 +1,165 @@
+//! The SQL of orders. Prices and totals are read from the catalog inside the transaction;
+//! nothing the client sends is trusted as money.
+
+use serde_json::json;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use app::dto::{Order, OrderItem, OrderStatus};
+
+use super::NewOrder;
+use crate::{error::ApiError, idempotency::Reply, outbox};
+
+#[derive(sqlx::FromRow)]
+struct PricedProduct {
+    sku: String,
+    name: String,
+    price_cents: i64,
+    currency: String,
+    stock: i32,
+}
+
+/// Creates the order, its lines and its `order.created` event in the caller's transaction.
+pub async fn create(tx: &mut PgConnection, session_id: &str, new: &NewOrder) -> Result<Reply, ApiError> {
+    let products: Vec<PricedProduct> =
+        sqlx::query_as("SELECT sku, name, price_cents, currency, stock FROM products WHERE sku = ANY($1)")
+            .bind(new.skus())
+            .fetch_all(&mut *tx)
+            .await?;
+    let mut items = Vec::with_capacity(new.lines.len());
+    for line in &new.lines {
+        let product = products
+            .iter()
+            .find(|p| p.sku == line.sku)
+            .ok_or_else(|| ApiError::unprocessable("unknown-sku", format!("there is no product {}", line.sku)))?;
+        if product.stock < line.quantity {
+            return Err(ApiError::unprocessable(
+                "out-of-stock",
+                format!("only {} of {} are in stock", product.stock, product.sku),
+            ));
+        }
+        items.push(OrderItem {
+            sku: product.sku.clone(),
+            name: product.name.clone(),
+            quantity: line.quantity,
+            unit_price_cents: product.price_cents,
+        });
+    }
+    let currency = single_currency(&products)?;
+    let total: i64 = items.iter().map(|i| i.unit_price_cents * i64::from(i.quantity)).sum();
+
+    let id = Uuid::new_v4();
+    let (order_no, created_at): (String, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
+        "INSERT INTO orders (id, session_id, currency, total_cents) VALUES ($1, $2, $3, $4)
+         RETURNING order_no, created_at",
+    )
+    .bind(id)
+    .bind(session_id)
+    .bind(&currency)
+    .bind(total)
+    .fetch_one(&mut *tx)
+    .await?;
+    insert_items(tx, id, &items).await?;
+
+    let order = Order {
+        id,
+        order_no,
+        status: OrderStatus::PendingPayment,
+        currency,
+        total_cents: total,
+        items,
+        created_at: created_at.to_rfc3339(),
+    };
+    outbox::record(tx, "order", id, "order.created", json!({ "order": &order })).await?;
+    Reply::created(format!("/api/orders/{id}"), &order)
+}
+
+fn single_currency(products: &[PricedProduct]) -> Result<String, ApiError> {
+    let first = products.first().map(|p| p.currency.clone()).unwrap_or_default();
+    if products.iter().any(|p| p.currency != first) {
+        return Err(ApiError::unprocessable("mixed-currencies", "all items of an order must share one currency"));
+    }
+    Ok(first)
+}
+
+async fn insert_items(tx: &mut PgConnection, order_id: Uuid, items: &[OrderItem]) -> Result<(), sqlx::Error> {
+    let line_nos: Vec<i32> = (1..=items.len() as i32).collect();
+    let skus: Vec<&str> = items.iter().map(|i| i.sku.as_str()).collect();
+    let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
+    let quantities: Vec<i32> = items.iter().map(|i| i.quantity).collect();
+    let prices: Vec<i64> = items.iter().map(|i| i.unit_price_cents).collect();
+    sqlx::query(
+        "INSERT INTO order_items (order_id, line_no, sku, name, quantity, unit_price_cents)
+         SELECT $1, * FROM UNNEST($2::int[], $3::text[], $4::text[], $5::int[], $6::bigint[])",
+    )
+    .bind(order_id)
+    .bind(line_nos)
+    .bind(skus)
+    .bind(names)
+    .bind(quantities)
+    .bind(prices)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+#[derive(sqlx::FromRow)]
+struct OrderRow {
+    id: Uuid,
+    order_no: String,
+    status: String,
+    currency: String,
+    total_cents: i64,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+pub async fn find(db: &PgPool, session_id: &str, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
+    let row: Option<OrderRow> = sqlx::query_as(
+        "SELECT id, order_no, status, currency, total_cents, created_at FROM orders WHERE id = $1 AND session_id = $2",
+    )
+    .bind(id)
+    .bind(session_id)
+    .fetch_optional(db)
+    .await?;
+    match row {
+        Some(row) => Ok(Some(with_items(db, row).await?)),
+        None => Ok(None),
+    }
+}
+
+/// The session's orders, newest first.
+pub async fn for_session(db: &PgPool, session_id: &str) -> Result<Vec<Order>, sqlx::Error> {
+    let rows: Vec<OrderRow> = sqlx::query_as(
+        "SELECT id, order_no, status, currency, total_cents, created_at FROM orders
+          WHERE session_id = $1 ORDER BY created_at DESC, order_no DESC LIMIT 200",
+    )
+    .bind(session_id)
+    .fetch_all(db)
+    .await?;
+    let mut orders = Vec::with_capacity(rows.len());
+    for row in rows {
+        orders.push(with_items(db, row).await?);
+    }
+    Ok(orders)
+}
+
+async fn with_items(db: &PgPool, row: OrderRow) -> Result<Order, sqlx::Error> {
+    let items: Vec<(String, String, i32, i64)> = sqlx::query_as(
+        "SELECT sku, name, quantity, unit_price_cents FROM order_items WHERE order_id = $1 ORDER BY line_no",
+    )
+    .bind(row.id)
+    .fetch_all(db)
+    .await?;
+    Ok(Order {
+        id: row.id,
+        order_no: row.order_no,
+        status: OrderStatus::parse(&row.status).unwrap_or(OrderStatus::PendingPayment),
+        currency: row.currency,
+        total_cents: row.total_cents,
+        items: items
+            .into_iter()
+            .map(|(sku, name, quantity, unit_price_cents)| OrderItem { sku, name, quantity, unit_price_cents })
+            .collect(),
+        created_at: row.created_at.to_rfc3339(),
+    })
+}

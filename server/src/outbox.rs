@@ -1,0 +1,28 @@
+//! The transactional outbox: an event is written in the same transaction as the change it
+//! announces, so it exists exactly when the change does. A relay publishes it later.
+
+use serde_json::Value;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+pub async fn record(
+    tx: &mut PgConnection,
+    aggregate_type: &str,
+    aggregate_id: Uuid,
+    event_type: &str,
+    payload: Value,
+) -> Result<Uuid, sqlx::Error> {
+    let id = Uuid::new_v4();
+    sqlx::query(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         VALUES ($1, $2, $3, $4, $5)",
+    )
+    .bind(id)
+    .bind(aggregate_type)
+    .bind(aggregate_id)
+    .bind(event_type)
+    .bind(payload)
+    .execute(tx)
+    .await?;
+    Ok(id)
+}
