@@ -4,3 +4,5 @@
 mod foundation;
 mod helpers;
 mod idempotency;
+mod bad_input;
+mod orders;
