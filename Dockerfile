@@ -1,0 +1,18 @@
+# Builds the release server and site with cargo-leptos, then runs them on a slim image.
+FROM rust:1.95-bookworm AS build
+RUN rustup target add wasm32-unknown-unknown \
+ && apt-get update && apt-get install -y --no-install-recommends nodejs npm \
+ && npm install -g binaryen@132 \
+ && cargo install --locked cargo-leptos --version 0.3.10
+WORKDIR /src
+COPY . .
+RUN cargo install wasm-bindgen-cli --version "=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)" \
+ && cargo leptos build --release
+
+FROM debian:bookworm-slim
+WORKDIR /app
+COPY --from=build /src/target/release/server /app/server
+COPY --from=build /src/target/site /app/site
+ENV LEPTOS_SITE_ROOT=/app/site LEPTOS_SITE_ADDR=0.0.0.0:3000
+EXPOSE 3000
+CMD ["/app/server"]
