@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{Cart, Product};
+use crate::dto::{Cart, Checkout, Order, Product};
 
 #[server(prefix = "/_fn", endpoint = "list_products")]
 pub async fn list_products() -> Result<Vec<Product>, ServerFnError> {
@@ -21,4 +21,30 @@ pub async fn get_cart() -> Result<Cart, ServerFnError> {
 pub async fn add_to_cart(sku: String, quantity: u32) -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
     Ok(crate::backend::backend()?.add_to_cart(session, sku, quantity).await?)
+}
+
+#[server(prefix = "/_fn", endpoint = "clear_cart")]
+pub async fn clear_cart() -> Result<(), ServerFnError> {
+    let session = crate::backend::session().await?;
+    Ok(crate::backend::backend()?.clear_cart(session).await?)
+}
+
+#[server(prefix = "/_fn", endpoint = "get_checkout")]
+pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
+    let session = crate::backend::session().await?;
+    Ok(crate::backend::backend()?.checkout(session).await?)
+}
+
+/// `None` when the order does not exist or belongs to another session.
+#[server(prefix = "/_fn", endpoint = "get_order")]
+pub async fn get_order(id: String) -> Result<Option<Order>, ServerFnError> {
+    let Ok(id) = uuid::Uuid::parse_str(&id) else { return Ok(None) };
+    let session = crate::backend::session().await?;
+    Ok(crate::backend::backend()?.order(session, id).await?)
+}
+
+#[server(prefix = "/_fn", endpoint = "list_orders")]
+pub async fn list_orders() -> Result<Vec<Order>, ServerFnError> {
+    let session = crate::backend::session().await?;
+    Ok(crate::backend::backend()?.orders(session).await?)
 }

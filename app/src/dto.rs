@@ -37,6 +37,22 @@ impl Cart {
     }
 }
 
+/// The checkout page's data: the cart, and a fresh Idempotency-Key for the form, rendered by
+/// the server so that even a submit before hydration carries a key.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Checkout {
+    pub cart: Cart,
+    pub key: String,
+}
+
+/// The `POST /api/orders` body for a cart. The form fallback and the hydrated page build it
+/// the same way, so both carry the same request fingerprint.
+pub fn order_request(cart: &Cart) -> serde_json::Value {
+    let items: Vec<serde_json::Value> =
+        cart.lines.iter().map(|l| serde_json::json!({ "sku": l.sku, "quantity": l.quantity })).collect();
+    serde_json::json!({ "items": items })
+}
+
 /// Where an order is in its life. It only ever moves forward:
 /// `pending_payment → paid → fulfilled`, or `pending_payment → cancelled`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,16 +8,17 @@ pub mod backend;
 mod components;
 pub mod dto;
 mod pages;
+pub mod submit_once;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    StaticSegment,
+    ParamSegment, StaticSegment,
 };
 
 use components::header::Header;
-use pages::home::HomePage;
+use pages::{checkout::CheckoutPage, home::HomePage, order::OrderPage, orders::OrdersPage};
 
 /// The HTML document around the app; rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -52,6 +53,9 @@ pub fn App() -> impl IntoView {
             <main class="page">
                 <Routes fallback=|| view! { <p class="empty">"Page not found."</p> }>
                     <Route path=StaticSegment("") view=HomePage/>
+                    <Route path=StaticSegment("checkout") view=CheckoutPage/>
+                    <Route path=StaticSegment("orders") view=OrdersPage/>
+                    <Route path=(StaticSegment("orders"), ParamSegment("id")) view=OrderPage/>
                 </Routes>
             </main>
             <footer class="footer">"Once — every click counts exactly once."</footer>

@@ -6,10 +6,13 @@
 //!   database connections, or let a lease expire at a known point;
 //! * `Once-Test-Fail: transient`: fail with a 503 after the business writes.
 //!
+//! A browser cannot add those headers, so `POST /_test/gates/<gate>/arm` makes the next
+//! write request, whatever sends it, hold at `<gate>`.
+//!
 //! With it off, the headers are ignored and the `/_test` routes do not exist.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{Arc, Mutex},
     time::Duration,
 };
@@ -31,6 +34,7 @@ const HOLD_LIMIT: Duration = Duration::from_secs(120);
 pub struct Faults {
     enabled: bool,
     gates: Arc<Mutex<HashMap<String, Gate>>>,
+    armed: Arc<Mutex<VecDeque<String>>>,
 }
 
 struct Gate {
@@ -65,8 +69,9 @@ impl Faults {
         if !self.enabled {
             return Ok(());
         }
-        if let Some(gate) = &request.hold {
-            self.hold(gate).await;
+        let armed = || self.armed.lock().expect("armed lock").pop_front();
+        if let Some(gate) = request.hold.clone().or_else(armed) {
+            self.hold(&gate).await;
         }
         if request.fail {
             return Err(ApiError::Unavailable(anyhow::anyhow!("injected transient failure")));
@@ -106,6 +111,7 @@ impl Faults {
         Router::new()
             .route("/_test/gates/{name}", get(gate_status))
             .route("/_test/gates/{name}/open", post(open_gate))
+            .route("/_test/gates/{name}/arm", post(arm_gate))
     }
 }
 
@@ -115,5 +121,10 @@ async fn gate_status(State(faults): State<Faults>, Path(name): Path<String>) -> 
 
 async fn open_gate(State(faults): State<Faults>, Path(name): Path<String>) -> StatusCode {
     faults.open(&name);
+    StatusCode::NO_CONTENT
+}
+
+async fn arm_gate(State(faults): State<Faults>, Path(name): Path<String>) -> StatusCode {
+    faults.armed.lock().expect("armed lock").push_back(name);
     StatusCode::NO_CONTENT
 }

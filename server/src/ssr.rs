@@ -8,14 +8,15 @@ use leptos::prelude::*;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use sqlx::PgPool;
 use tower_sessions::Session;
+use uuid::Uuid;
 
 use app::{
     backend::{Backend, BackendError, BoxFuture, ShopBackend},
-    dto::{Cart, Product},
+    dto::{Cart, Checkout, Order, Product},
     shell, App,
 };
 
-use crate::{cart, catalog, startup::AppState};
+use crate::{cart, catalog, orders, startup::AppState};
 
 /// The page routes and server functions, with the backend in every request's context.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -47,6 +48,30 @@ impl ShopBackend for ServerBackend {
     fn add_to_cart(&self, session: Session, sku: String, quantity: u32) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move { cart::add(&self.db, &session, sku, quantity).await.map_err(shown) })
     }
+
+    fn clear_cart(&self, session: Session) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move { cart::clear(&session).await.map_err(shown) })
+    }
+
+    fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>> {
+        Box::pin(async move {
+            let cart = cart::read(&self.db, &session).await.map_err(shown)?;
+            Ok(Checkout { cart, key: Uuid::new_v4().to_string() })
+        })
+    }
+
+    fn order(&self, session: Session, id: Uuid) -> BoxFuture<'_, Result<Option<Order>, BackendError>> {
+        Box::pin(async move { orders::store::find(&self.db, &session_id(&session)?, id).await.map_err(internal) })
+    }
+
+    fn orders(&self, session: Session) -> BoxFuture<'_, Result<Vec<Order>, BackendError>> {
+        Box::pin(async move { orders::store::for_session(&self.db, &session_id(&session)?).await.map_err(internal) })
+    }
+}
+
+/// Every page request has an open session (the `open_session` middleware sees to it).
+fn session_id(session: &Session) -> Result<String, BackendError> {
+    session.id().map(|id| id.to_string()).ok_or_else(|| internal("request without a session"))
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {

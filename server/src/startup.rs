@@ -19,7 +19,7 @@ use tower_http::{
 };
 
 use crate::{
-    catalog, config::Config, db, error, faults::Faults, health, idempotency, metrics, metrics::Metrics, orders, session,
+    catalog, checkout, config::Config, db, error, faults::Faults, health, idempotency, metrics, metrics::Metrics, orders, session,
     ssr,
 };
 
@@ -92,6 +92,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .fallback(error::api_not_found);
     let shop = Router::new()
         .nest("/api", api)
+        .merge(checkout::router())
         .merge(ssr::router(&state))
         .layer(middleware::from_fn(session::open_session))
         .layer(sessions);

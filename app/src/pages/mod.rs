@@ -1,1 +1,4 @@
+pub mod checkout;
 pub mod home;
+pub mod order;
+pub mod orders;

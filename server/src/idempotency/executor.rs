@@ -121,7 +121,23 @@ enum Start {
 
 /// Runs `work` at most once per (scope, key) with effect. `work` gets the business
 /// transaction and hands it back with its outcome; the executor commits or rolls it back.
+///
+/// The execution runs in its own task, so a client that disconnects (a reload, a closed
+/// tab) does not cancel it halfway: the outcome is still stored, and the client's retry is
+/// a replay instead of a wait for the lease to expire.
 pub async fn execute<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
+where
+    F: FnOnce(PgTx) -> Fut + Send + 'static,
+    Fut: Future<Output = (PgTx, Result<Reply, ApiError>)> + Send + 'static,
+{
+    let idem = idem.clone();
+    match tokio::spawn(async move { run(&idem, req, work).await }).await {
+        Ok(response) => response,
+        Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}")).into_response(),
+    }
+}
+
+async fn run<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
 where
     F: FnOnce(PgTx) -> Fut,
     Fut: Future<Output = (PgTx, Result<Reply, ApiError>)>,

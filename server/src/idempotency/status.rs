@@ -17,25 +17,33 @@ pub fn router() -> Router<AppState> {
 }
 
 #[derive(Serialize)]
-struct KeyStatus {
-    key: String,
-    state: String,
+pub struct KeyStatus {
+    pub key: String,
+    pub state: String,
     #[serde(skip_serializing_if = "Option::is_none")]
-    response_status: Option<i16>,
+    pub response_status: Option<i16>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    location: Option<String>,
+    pub location: Option<String>,
 }
 
 async fn show(State(db): State<PgPool>, shopper: Shopper, Path(raw): Path<String>) -> Result<Json<KeyStatus>, ApiError> {
     let key = IdempotencyKey::parse(&raw)?;
+    lookup(&db, &shopper.id, &key).await?.map(Json).ok_or(ApiError::NotFound)
+}
+
+/// The state of `key` in `scope`, or `None` if this scope never used it (or it was purged).
+pub async fn lookup(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<Option<KeyStatus>, sqlx::Error> {
     let row: Option<(String, Option<i16>, Option<serde_json::Value>)> = sqlx::query_as(
         "SELECT state, response_status, response_headers FROM idempotency_keys WHERE scope = $1 AND key = $2",
     )
-    .bind(&shopper.id)
+    .bind(scope)
     .bind(key.as_str())
-    .fetch_optional(&db)
+    .fetch_optional(db)
     .await?;
-    let (state, response_status, headers) = row.ok_or(ApiError::NotFound)?;
-    let location = headers.and_then(|h| h["location"].as_str().map(str::to_owned));
-    Ok(Json(KeyStatus { key: key.to_string(), state, response_status, location }))
+    Ok(row.map(|(state, response_status, headers)| KeyStatus {
+        key: key.to_string(),
+        state,
+        response_status,
+        location: headers.and_then(|h| h["location"].as_str().map(str::to_owned)),
+    }))
 }

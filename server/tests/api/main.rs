@@ -6,3 +6,4 @@ mod helpers;
 mod idempotency;
 mod bad_input;
 mod orders;
+mod checkout;

@@ -1,0 +1,35 @@
+use leptos::prelude::*;
+
+use crate::{api::list_orders, dto::format_money};
+
+/// The shopper's orders, newest first.
+#[component]
+pub fn OrdersPage() -> impl IntoView {
+    let orders = Resource::new(|| (), |_| list_orders());
+    view! {
+        <h1>"My orders"</h1>
+        <Suspense fallback=|| view! { <p class="loading">"Loading your orders…"</p> }>
+            <ErrorBoundary fallback=|_| view! { <p class="error">"Your orders could not be loaded. Please reload."</p> }>
+                {move || Suspend::new(async move {
+                    orders.await.map(|list| {
+                        if list.is_empty() {
+                            return view! { <p class="empty">"No orders yet."</p> }.into_any();
+                        }
+                        view! {
+                            <ul class="order-list">
+                                {list.into_iter().map(|o| view! {
+                                    <li>
+                                        <a href=format!("/orders/{}", o.id)>{o.order_no}</a>
+                                        <span class="status">{o.status.label()}</span>
+                                        <span>{format_money(o.total_cents, &o.currency)}</span>
+                                    </li>
+                                }).collect_view()}
+                            </ul>
+                        }
+                        .into_any()
+                    })
+                })}
+            </ErrorBoundary>
+        </Suspense>
+    }
+}
