@@ -6,6 +6,13 @@ import path from 'node:path';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
 
+/** Every browser-test server: fault injection on (for the gates), a short lease (so a
+ * crashed request is taken over within seconds). */
+export const E2E_SERVER_ENV: Record<string, string> = {
+  ONCE_FAULT_INJECTION: 'on',
+  IDEMPOTENCY_LEASE_MS: '3000',
+};
+
 export interface ServerOptions {
   port: number;
   database: string;
@@ -32,6 +39,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       LEPTOS_SITE_ADDR: `127.0.0.1:${options.port}`,
       LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
+      ...E2E_SERVER_ENV,
       ...options.env,
     },
     stdio: ['ignore', 'inherit', 'inherit'],

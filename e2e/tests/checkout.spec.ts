@@ -1,0 +1,120 @@
+import { test, expect } from '@playwright/test';
+import { addToCart, armGate, hydrated, openGate, orders, ORDER_URL, waitUntilHeld } from '../support/shop';
+import { freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+
+test.afterEach(async ({ page }, testInfo) => {
+  await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
+});
+
+test('1. double-clicking "Place order" places exactly one order', async ({ page }) => {
+  await addToCart(page, 'MUG-001', 2);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await page.getByRole('button', { name: 'Place order' }).dblclick();
+
+  await expect(page).toHaveURL(ORDER_URL);
+  await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+  await expect(page.getByTestId('order-no')).toHaveText(/^ONC-\d+$/);
+  expect(await orders(page)).toHaveLength(1);
+});
+
+test('2. several clicks before hydration place exactly one order', async ({ page, baseURL, request }) => {
+  // The wasm never arrives during this test: every click is a native form post.
+  await page.route('**/pkg/*.wasm', () => {});
+  const posts: string[] = [];
+  page.on('request', (r) => r.method() === 'POST' && r.url().endsWith('/checkout') && posts.push(r.url()));
+
+  await addToCart(page, 'TEE-002', 1);
+  await page.goto('/checkout', { waitUntil: 'domcontentloaded' });
+  await expect(page.locator('body')).not.toHaveAttribute('data-hydrated', 'true');
+  // Hold the first post inside its transaction so the later clicks really overlap it.
+  await armGate(request, baseURL!, 'prehydration');
+  const button = page.getByRole('button', { name: 'Place order' });
+  await button.click({ noWaitAfter: true });
+  await waitUntilHeld(request, baseURL!, 'prehydration');
+  await button.click({ noWaitAfter: true });
+  await button.click({ noWaitAfter: true });
+  await openGate(request, baseURL!, 'prehydration');
+
+  await expect(page).toHaveURL(ORDER_URL);
+  await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+  expect(posts.length).toBeGreaterThanOrEqual(2);
+  expect(await orders(page)).toHaveLength(1);
+});
+
+test('3. the server killed mid-request and restarted: the retry completes one order', async ({ page, request }) => {
+  const options = { port: 3902, database: freshDatabaseName(), env: E2E_SERVER_ENV };
+  let server = await startServer(options);
+  const base = server.baseURL;
+  try {
+    await page.goto(`${base}/`);
+    await addToCart(page, 'NOTE-003', 3, base);
+    await page.goto(`${base}/checkout`);
+    await hydrated(page);
+    await armGate(request, base, 'crash');
+    await page.getByRole('button', { name: 'Place order' }).click();
+    await waitUntilHeld(request, base, 'crash');
+
+    await stopServer(server, 'SIGKILL');
+    await expect(page.getByTestId('submit-status')).toHaveText(/retrying/);
+    server = await startServer(options);
+
+    await expect(page).toHaveURL(ORDER_URL, { timeout: 45_000 });
+    await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+    const placed = await orders(page, base);
+    expect(placed).toHaveLength(1);
+    expect(placed[0].total_cents).toBe(4200);
+  } finally {
+    await stopServer(server);
+  }
+});
+
+test('4. a reload while the submit is in flight resumes the same intent', async ({ page, baseURL, request }) => {
+  await addToCart(page, 'BAG-004', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await armGate(request, baseURL!, 'reload');
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await waitUntilHeld(request, baseURL!, 'reload');
+
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByTestId('submit-status')).not.toBeEmpty();
+  await openGate(request, baseURL!, 'reload');
+
+  await expect(page).toHaveURL(ORDER_URL);
+  await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+  expect(await orders(page)).toHaveLength(1);
+});
+
+test('5. buying the same cart again after a success is a new intent', async ({ page }) => {
+  await addToCart(page, 'TEA-006', 2);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await expect(page).toHaveURL(ORDER_URL);
+  const first = page.url();
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (0)');
+
+  await addToCart(page, 'TEA-006', 2);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await expect(page).toHaveURL(ORDER_URL);
+  expect(page.url()).not.toBe(first);
+  expect(await orders(page)).toHaveLength(2);
+});
+
+test('6. offline during submit, then online: one order', async ({ page, context }) => {
+  await addToCart(page, 'CAP-007', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await context.setOffline(true);
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await expect(page.getByTestId('submit-status')).toHaveText(/retrying/);
+  await expect(page.getByRole('button', { name: 'Place order' })).toBeDisabled();
+  await context.setOffline(false);
+
+  await expect(page).toHaveURL(ORDER_URL, { timeout: 30_000 });
+  expect(await orders(page)).toHaveLength(1);
+});
