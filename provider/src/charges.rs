@@ -1,0 +1,170 @@
+//! `POST /v1/charges` and `GET /v1/charges/{id}`. Charges are idempotent on the caller's
+//! Idempotency-Key: the same key with the same parameters replays the charge, with other
+//! parameters it is refused (422). The charge, its ledger entry and its webhook are one
+//! transaction. Test card numbers pick the outcome:
+//!
+//! | card | outcome |
+//! |---|---|
+//! | 4242424242424242 (and any other valid number) | succeeds |
+//! | 4000000000000002 | declined (`status: failed`, `failure_code: card_declined`) |
+//! | 4000000000000259 | succeeds, but the first HTTP response is dropped after the commit |
+//! | 4000000000000077 | succeeds after 3 seconds |
+
+use std::time::Duration;
+
+use axum::{
+    body::Bytes,
+    extract::{Path, State},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::{get, post},
+    Json, Router,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+
+use crate::{error::ProviderError, settings::SharedSettings, startup::ProviderState, webhooks};
+
+pub const CARD_DECLINED: &str = "4000000000000002";
+pub const CARD_DROP_RESPONSE: &str = "4000000000000259";
+pub const CARD_SLOW: &str = "4000000000000077";
+const SLOW_ANSWER: Duration = Duration::from_secs(3);
+
+pub fn router() -> Router<ProviderState> {
+    Router::new().route("/v1/charges", post(create)).route("/v1/charges/{id}", get(show))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChargeRequest {
+    amount_cents: i64,
+    currency: String,
+    card_number: String,
+    /// The merchant's own reference for this charge (Once sends its payment attempt id).
+    reference: String,
+}
+
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Charge {
+    pub id: String,
+    pub tx_no: i64,
+    pub amount_cents: i64,
+    pub currency: String,
+    pub card_last4: String,
+    pub reference: String,
+    pub status: String,
+    pub failure_code: Option<String>,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+pub const CHARGE_COLUMNS: &str =
+    "id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at";
+
+async fn create(
+    State(db): State<PgPool>,
+    State(settings): State<SharedSettings>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ProviderError> {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| ProviderError::BadRequest("idempotency_key_missing", "an Idempotency-Key header is required".into()))?
+        .to_owned();
+    let request: ChargeRequest = serde_json::from_slice(&body)
+        .map_err(|e| ProviderError::BadRequest("invalid_request", format!("invalid charge request: {e}")))?;
+    validate(&request)?;
+    if request.card_number == CARD_SLOW {
+        tokio::time::sleep(SLOW_ANSWER).await;
+    }
+
+    let fingerprint = fingerprint(&request);
+    let mut tx = db.begin().await?;
+    let inserted: Option<Charge> = sqlx::query_as(&format!(
+        "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status, failure_code)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
+         ON CONFLICT ON CONSTRAINT charges_idempotency_key_key DO NOTHING
+         RETURNING {CHARGE_COLUMNS}"
+    ))
+    .bind(format!("ch_{}", uuid::Uuid::new_v4().simple()))
+    .bind(&key)
+    .bind(&fingerprint)
+    .bind(request.amount_cents)
+    .bind(&request.currency)
+    .bind(&request.card_number[request.card_number.len() - 4..])
+    .bind(&request.reference)
+    .bind(if request.card_number == CARD_DECLINED { "failed" } else { "succeeded" })
+    .bind((request.card_number == CARD_DECLINED).then_some("card_declined"))
+    .fetch_optional(&mut *tx)
+    .await?;
+
+    let Some(charge) = inserted else {
+        tx.rollback().await?;
+        return replay(&db, &key, &fingerprint).await;
+    };
+    webhooks::enqueue(&mut tx, &charge, &settings.get().chaos).await?;
+    tx.commit().await?;
+    tracing::info!(charge = %charge.id, status = %charge.status, "charge recorded");
+    if request.card_number == CARD_DROP_RESPONSE {
+        drop_the_response(&charge.id);
+    }
+    Ok((StatusCode::CREATED, Json(charge)).into_response())
+}
+
+/// The same key again: the stored charge if the parameters match.
+async fn replay(db: &PgPool, key: &str, fingerprint: &str) -> Result<Response, ProviderError> {
+    let stored_fingerprint: String =
+        sqlx::query_scalar("SELECT request_fingerprint FROM charges WHERE idempotency_key = $1")
+            .bind(key)
+            .fetch_one(db)
+            .await?;
+    if stored_fingerprint != fingerprint {
+        return Err(ProviderError::KeyReused);
+    }
+    let charge: Charge = sqlx::query_as(&format!("SELECT {CHARGE_COLUMNS} FROM charges WHERE idempotency_key = $1"))
+        .bind(key)
+        .fetch_one(db)
+        .await?;
+    Ok((StatusCode::CREATED, [("idempotent-replayed", "true")], Json(charge)).into_response())
+}
+
+/// Test card 4000000000000259: the charge is committed, then the connection is cut before
+/// any byte of the answer is written, as when a network drops a response. Panicking here
+/// ends this connection's task only; the server goes on.
+fn drop_the_response(charge_id: &str) -> ! {
+    tracing::warn!(charge = charge_id, "sandbox: dropping this response on purpose (test card)");
+    std::panic::resume_unwind(Box::new("sandbox: response dropped on purpose"))
+}
+
+fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {
+    let bad = |message: &str| Err(ProviderError::BadRequest("invalid_request", message.to_owned()));
+    if request.amount_cents <= 0 {
+        return bad("amount_cents must be positive");
+    }
+    if request.currency.len() != 3 || !request.currency.bytes().all(|b| b.is_ascii_uppercase()) {
+        return bad("currency must be a three-letter ISO code");
+    }
+    if !(12..=19).contains(&request.card_number.len()) || !request.card_number.bytes().all(|b| b.is_ascii_digit()) {
+        return bad("card_number must be 12 to 19 digits");
+    }
+    if request.reference.is_empty() || request.reference.len() > 255 {
+        return bad("reference must be 1 to 255 characters");
+    }
+    Ok(())
+}
+
+fn fingerprint(request: &ChargeRequest) -> String {
+    let text = format!("{}\n{}\n{}\n{}", request.amount_cents, request.currency, request.card_number, request.reference);
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+async fn show(State(db): State<PgPool>, Path(id): Path<String>) -> Result<Json<Charge>, ProviderError> {
+    sqlx::query_as(&format!("SELECT {CHARGE_COLUMNS} FROM charges WHERE id = $1"))
+        .bind(id)
+        .fetch_optional(&db)
+        .await?
+        .map(Json)
+        .ok_or(ProviderError::NotFound)
+}
