@@ -84,11 +84,8 @@ async fn attempt(idem: &Idempotency, db: &PgPool, shopper: &Shopper, key: &Idemp
         Err(e) => return Attempt::Done(back_to_checkout(&e.to_string())),
     };
     let shopper_id = shopper.id.clone();
-    let response = idempotency::execute(idem, request, move |mut tx| async move {
-        let outcome = orders::store::create(&mut tx, &shopper_id, &new_order).await;
-        (tx, outcome)
-    })
-    .await;
+    let response =
+        idempotency::execute(idem, request, move |db| orders::store::create_in_new_tx(db, shopper_id, new_order)).await;
     match response.status() {
         StatusCode::CREATED => {
             let _ = cart::clear(&shopper.session).await;

@@ -1,7 +1,9 @@
 //! The executor every write route goes through:
 //!
 //! 1. **claim** the key in its own short statement (so concurrent repeats see `processing`);
-//! 2. run the business work in one transaction;
+//! 2. run the business work, which ends in one open transaction holding its final writes
+//!    (work that calls another service commits its own recovery points before that, so a
+//!    retry resumes from the last one: see `payments`);
 //! 3. **complete** the key in that same transaction, fenced on the lease token, and commit:
 //!    the business rows and the stored response become visible together or not at all.
 //!
@@ -119,16 +121,17 @@ enum Start {
     Replay(StoredResponse),
 }
 
-/// Runs `work` at most once per (scope, key) with effect. `work` gets the business
-/// transaction and hands it back with its outcome; the executor commits or rolls it back.
+/// Runs `work` at most once per (scope, key) with effect. `work` gets the pool, opens the
+/// business transaction and hands it back, uncommitted, with its reply; the executor
+/// completes the key inside it and commits, or rolls everything back.
 ///
 /// The execution runs in its own task, so a client that disconnects (a reload, a closed
 /// tab) does not cancel it halfway: the outcome is still stored, and the client's retry is
 /// a replay instead of a wait for the lease to expire.
 pub async fn execute<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
 where
-    F: FnOnce(PgTx) -> Fut + Send + 'static,
-    Fut: Future<Output = (PgTx, Result<Reply, ApiError>)> + Send + 'static,
+    F: FnOnce(PgPool) -> Fut + Send + 'static,
+    Fut: Future<Output = Result<(PgTx, Reply), ApiError>> + Send + 'static,
 {
     let idem = idem.clone();
     match tokio::spawn(async move { run(&idem, req, work).await }).await {
@@ -139,37 +142,29 @@ where
 
 async fn run<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
 where
-    F: FnOnce(PgTx) -> Fut,
-    Fut: Future<Output = (PgTx, Result<Reply, ApiError>)>,
+    F: FnOnce(PgPool) -> Fut,
+    Fut: Future<Output = Result<(PgTx, Reply), ApiError>>,
 {
     let lease = match idem.start(&req).await {
         Ok(Start::Execute(lease)) => lease,
         Ok(Start::Replay(stored)) => return stored.into_response(true),
         Err(e) => return e.into_response(),
     };
-    let tx = match idem.db.begin().await {
-        Ok(tx) => tx,
-        Err(e) => return idem.give_up(&req, lease, e.into()).await,
-    };
-    let (tx, outcome) = work(tx).await;
-    let outcome = match outcome {
-        Ok(reply) => idem.faults.inject(&req.faults).await.map(|()| reply),
+    let outcome = match work(idem.db.clone()).await {
+        Ok((tx, reply)) => match idem.faults.inject(&req.faults).await {
+            Ok(()) => Ok((tx, reply)),
+            Err(e) => Err(e), // dropping `tx` rolls the business writes back
+        },
         Err(e) => Err(e),
     };
     match outcome {
-        Ok(reply) => idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply)).await,
-        Err(e) if e.is_transient() => {
-            let _ = tx.rollback().await;
-            idem.give_up(&req, lease, e).await
-        }
-        Err(refusal) => {
-            // A definitive refusal: undo any business writes, then store the refusal.
-            let _ = tx.rollback().await;
-            match idem.db.begin().await {
-                Ok(tx) => idem.finish(tx, &req, lease, StoredResponse::from_error(&refusal)).await,
-                Err(e) => idem.give_up(&req, lease, e.into()).await,
-            }
-        }
+        Ok((tx, reply)) => idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply)).await,
+        Err(e) if e.is_transient() => idem.give_up(&req, lease, e).await,
+        // A definitive refusal: its transaction (if any) is gone; store the refusal.
+        Err(refusal) => match idem.db.begin().await {
+            Ok(tx) => idem.finish(tx, &req, lease, StoredResponse::from_error(&refusal)).await,
+            Err(e) => idem.give_up(&req, lease, e.into()).await,
+        },
     }
 }
 

@@ -8,17 +8,29 @@ use serde::Serialize;
 
 use crate::error::ApiError;
 
-/// A successful business outcome: status, an optional `Location`, and a JSON body.
+/// A definitive business outcome: status, an optional `Location`, and a JSON body. Usually
+/// a success; a refusal whose transaction must still commit (a declined card is recorded as
+/// a failed payment) is a `Reply` too, built with [`Reply::refusal`].
 pub struct Reply {
     pub status: StatusCode,
     pub location: Option<String>,
+    pub content_type: &'static str,
     pub body: serde_json::Value,
 }
 
 impl Reply {
     pub fn created(location: String, body: impl Serialize) -> Result<Self, ApiError> {
         let body = serde_json::to_value(body).map_err(|e| ApiError::Internal(e.into()))?;
-        Ok(Self { status: StatusCode::CREATED, location: Some(location), body })
+        Ok(Self { status: StatusCode::CREATED, location: Some(location), content_type: "application/json", body })
+    }
+
+    pub fn refusal(error: &ApiError) -> Self {
+        Self {
+            status: error.status(),
+            location: None,
+            content_type: "application/problem+json",
+            body: serde_json::to_value(error.to_problem()).unwrap_or_default(),
+        }
     }
 }
 
@@ -36,7 +48,7 @@ impl StoredResponse {
     pub fn from_reply(reply: &Reply) -> Self {
         Self {
             status: reply.status.as_u16(),
-            content_type: "application/json".into(),
+            content_type: reply.content_type.into(),
             location: reply.location.clone(),
             body: serde_json::to_vec(&reply.body).unwrap_or_default(),
         }

@@ -36,11 +36,7 @@ async fn create(
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, &body);
-    Ok(idempotency::execute(&idem, request, |mut tx| async move {
-        let outcome = store::create(&mut tx, &shopper.id, &new_order).await;
-        (tx, outcome)
-    })
-    .await)
+    Ok(idempotency::execute(&idem, request, move |db| store::create_in_new_tx(db, shopper.id, new_order)).await)
 }
 
 async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Order>>, ApiError> {

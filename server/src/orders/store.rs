@@ -8,7 +8,11 @@ use uuid::Uuid;
 use app::dto::{Order, OrderItem, OrderStatus};
 
 use super::NewOrder;
-use crate::{error::ApiError, idempotency::Reply, outbox};
+use crate::{
+    error::ApiError,
+    idempotency::{executor::PgTx, Reply},
+    outbox,
+};
 
 #[derive(sqlx::FromRow)]
 struct PricedProduct {
@@ -17,6 +21,14 @@ struct PricedProduct {
     price_cents: i64,
     currency: String,
     stock: i32,
+}
+
+/// Opens the business transaction and creates the order in it, for the idempotency
+/// executor to complete and commit.
+pub async fn create_in_new_tx(db: PgPool, session_id: String, new: NewOrder) -> Result<(PgTx, Reply), ApiError> {
+    let mut tx = db.begin().await?;
+    let reply = create(&mut tx, &session_id, &new).await?;
+    Ok((tx, reply))
 }
 
 /// Creates the order, its lines and its `order.created` event in the caller's transaction.
