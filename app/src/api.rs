@@ -20,7 +20,9 @@ pub async fn get_cart() -> Result<Cart, ServerFnError> {
 #[server(prefix = "/_fn", endpoint = "add_to_cart")]
 pub async fn add_to_cart(sku: String, quantity: u32) -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?.add_to_cart(session, sku, quantity).await?)
+    Ok(crate::backend::backend()?
+        .add_to_cart(session, sku, quantity)
+        .await?)
 }
 
 #[server(prefix = "/_fn", endpoint = "clear_cart")]
@@ -38,7 +40,9 @@ pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
 /// `None` when the order does not exist or belongs to another session.
 #[server(prefix = "/_fn", endpoint = "get_order")]
 pub async fn get_order(id: String) -> Result<Option<Order>, ServerFnError> {
-    let Ok(id) = uuid::Uuid::parse_str(&id) else { return Ok(None) };
+    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+        return Ok(None);
+    };
     let session = crate::backend::session().await?;
     Ok(crate::backend::backend()?.order(session, id).await?)
 }

@@ -21,11 +21,20 @@ pub struct BackendError {
 pub trait ShopBackend: Send + Sync + 'static {
     fn products(&self) -> BoxFuture<'_, Result<Vec<Product>, BackendError>>;
     fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>>;
-    fn add_to_cart(&self, session: Session, sku: String, quantity: u32) -> BoxFuture<'_, Result<Cart, BackendError>>;
+    fn add_to_cart(
+        &self,
+        session: Session,
+        sku: String,
+        quantity: u32,
+    ) -> BoxFuture<'_, Result<Cart, BackendError>>;
     fn clear_cart(&self, session: Session) -> BoxFuture<'_, Result<(), BackendError>>;
     /// The cart plus a fresh Idempotency-Key for the checkout form.
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>>;
-    fn order(&self, session: Session, id: uuid::Uuid) -> BoxFuture<'_, Result<Option<Order>, BackendError>>;
+    fn order(
+        &self,
+        session: Session,
+        id: uuid::Uuid,
+    ) -> BoxFuture<'_, Result<Option<Order>, BackendError>>;
     fn orders(&self, session: Session) -> BoxFuture<'_, Result<Vec<Order>, BackendError>>;
 }
 

@@ -33,7 +33,10 @@ impl Cart {
     }
 
     pub fn total_cents(&self) -> i64 {
-        self.lines.iter().map(|l| l.unit_price_cents * i64::from(l.quantity)).sum()
+        self.lines
+            .iter()
+            .map(|l| l.unit_price_cents * i64::from(l.quantity))
+            .sum()
     }
 }
 
@@ -48,8 +51,11 @@ pub struct Checkout {
 /// The `POST /api/orders` body for a cart. The form fallback and the hydrated page build it
 /// the same way, so both carry the same request fingerprint.
 pub fn order_request(cart: &Cart) -> serde_json::Value {
-    let items: Vec<serde_json::Value> =
-        cart.lines.iter().map(|l| serde_json::json!({ "sku": l.sku, "quantity": l.quantity })).collect();
+    let items: Vec<serde_json::Value> = cart
+        .lines
+        .iter()
+        .map(|l| serde_json::json!({ "sku": l.sku, "quantity": l.quantity }))
+        .collect();
     serde_json::json!({ "items": items })
 }
 
@@ -85,7 +91,14 @@ impl OrderStatus {
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [Self::PendingPayment, Self::Paid, Self::Fulfilled, Self::Cancelled].into_iter().find(|st| st.as_str() == s)
+        [
+            Self::PendingPayment,
+            Self::Paid,
+            Self::Fulfilled,
+            Self::Cancelled,
+        ]
+        .into_iter()
+        .find(|st| st.as_str() == s)
     }
 }
 

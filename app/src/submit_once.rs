@@ -61,7 +61,11 @@ impl SubmitOnce {
         if self.busy.get_untracked() {
             return;
         }
-        let intent = Intent { key: self.key.get_untracked(), url: Some(url.to_owned()), body: Some(body) };
+        let intent = Intent {
+            key: self.key.get_untracked(),
+            url: Some(url.to_owned()),
+            body: Some(body),
+        };
         browser::save(self.slot, &intent);
         self.send(intent);
     }
@@ -75,7 +79,14 @@ impl SubmitOnce {
                     self.send(stored);
                 }
             }
-            None => browser::save(self.slot, &Intent { key: self.key.get_untracked(), url: None, body: None }),
+            None => browser::save(
+                self.slot,
+                &Intent {
+                    key: self.key.get_untracked(),
+                    url: None,
+                    body: None,
+                },
+            ),
         }
     }
 
@@ -101,7 +112,14 @@ impl SubmitOnce {
             }
             Outcome::GaveUp(detail) => {
                 // Not definitive: keep the key, so the next click is the same intent.
-                browser::save(self.slot, &Intent { key: self.key.get_untracked(), url: None, body: None });
+                browser::save(
+                    self.slot,
+                    &Intent {
+                        key: self.key.get_untracked(),
+                        url: None,
+                        body: None,
+                    },
+                );
                 self.message.set(Some(detail));
             }
         }
@@ -109,7 +127,14 @@ impl SubmitOnce {
 
     fn start_new_intent(self) {
         let key = browser::new_key();
-        browser::save(self.slot, &Intent { key: key.clone(), url: None, body: None });
+        browser::save(
+            self.slot,
+            &Intent {
+                key: key.clone(),
+                url: None,
+                body: None,
+            },
+        );
         self.key.set(key);
     }
 }
@@ -143,7 +168,13 @@ mod browser {
         web_sys::window()
             .and_then(|w| w.crypto().ok())
             .map(|c| c.random_uuid())
-            .unwrap_or_else(|| format!("{:x}{:x}", js_sys::Date::now() as u64, (js_sys::Math::random() * 1e16) as u64))
+            .unwrap_or_else(|| {
+                format!(
+                    "{:x}{:x}",
+                    js_sys::Date::now() as u64,
+                    (js_sys::Math::random() * 1e16) as u64
+                )
+            })
     }
 
     fn storage() -> Option<web_sys::Storage> {
@@ -180,7 +211,10 @@ mod browser {
 
     async fn problem_detail(response: Response) -> String {
         let body: serde_json::Value = response.json().await.unwrap_or_default();
-        body["detail"].as_str().unwrap_or("The shop refused the request.").to_owned()
+        body["detail"]
+            .as_str()
+            .unwrap_or("The shop refused the request.")
+            .to_owned()
     }
 
     pub async fn deliver(intent: &Intent, message: RwSignal<Option<String>>) -> Outcome {
@@ -210,7 +244,10 @@ mod browser {
                     TimeoutFuture::new(backoff_ms(retries)).await;
                 }
                 0 | 409 | 429 | 502 | 503 | 504 => {
-                    return Outcome::GaveUp("We could not reach the shop. Nothing was charged twice; please try again.".into())
+                    return Outcome::GaveUp(
+                        "We could not reach the shop. Nothing was charged twice; please try again."
+                            .into(),
+                    )
                 }
                 500..=599 => return Outcome::GaveUp(problem_detail(response.unwrap()).await),
                 _ => return Outcome::Refused(problem_detail(response.unwrap()).await),
@@ -220,7 +257,10 @@ mod browser {
 
     /// Asks the server how the first attempt is doing; shown to the shopper while waiting.
     async fn poll_status(key: &str, message: RwSignal<Option<String>>) {
-        let url = format!("/api/idempotency-keys/{}", js_sys::encode_uri_component(key));
+        let url = format!(
+            "/api/idempotency-keys/{}",
+            js_sys::encode_uri_component(key)
+        );
         if let Ok(response) = Request::get(&url).send().await {
             let status: serde_json::Value = response.json().await.unwrap_or_default();
             if status["state"] == "completed" {

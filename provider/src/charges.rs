@@ -32,7 +32,9 @@ pub const CARD_SLOW: &str = "4000000000000077";
 const SLOW_ANSWER: Duration = Duration::from_secs(3);
 
 pub fn router() -> Router<ProviderState> {
-    Router::new().route("/v1/charges", post(create)).route("/v1/charges/{id}", get(show))
+    Router::new()
+        .route("/v1/charges", post(create))
+        .route("/v1/charges/{id}", get(show))
 }
 
 #[derive(Deserialize)]
@@ -71,10 +73,16 @@ async fn create(
         .get("idempotency-key")
         .and_then(|v| v.to_str().ok())
         .filter(|k| !k.is_empty() && k.len() <= 255)
-        .ok_or_else(|| ProviderError::BadRequest("idempotency_key_missing", "an Idempotency-Key header is required".into()))?
+        .ok_or_else(|| {
+            ProviderError::BadRequest(
+                "idempotency_key_missing",
+                "an Idempotency-Key header is required".into(),
+            )
+        })?
         .to_owned();
-    let request: ChargeRequest = serde_json::from_slice(&body)
-        .map_err(|e| ProviderError::BadRequest("invalid_request", format!("invalid charge request: {e}")))?;
+    let request: ChargeRequest = serde_json::from_slice(&body).map_err(|e| {
+        ProviderError::BadRequest("invalid_request", format!("invalid charge request: {e}"))
+    })?;
     validate(&request)?;
     if request.card_number == CARD_SLOW {
         tokio::time::sleep(SLOW_ANSWER).await;
@@ -123,30 +131,47 @@ async fn replay(db: &PgPool, key: &str, fingerprint: &str) -> Result<Response, P
     if stored_fingerprint != fingerprint {
         return Err(ProviderError::KeyReused);
     }
-    let charge: Charge = sqlx::query_as(&format!("SELECT {CHARGE_COLUMNS} FROM charges WHERE idempotency_key = $1"))
-        .bind(key)
-        .fetch_one(db)
-        .await?;
-    Ok((StatusCode::CREATED, [("idempotent-replayed", "true")], Json(charge)).into_response())
+    let charge: Charge = sqlx::query_as(&format!(
+        "SELECT {CHARGE_COLUMNS} FROM charges WHERE idempotency_key = $1"
+    ))
+    .bind(key)
+    .fetch_one(db)
+    .await?;
+    Ok((
+        StatusCode::CREATED,
+        [("idempotent-replayed", "true")],
+        Json(charge),
+    )
+        .into_response())
 }
 
 /// Test card 4000000000000259: the charge is committed, then the connection is cut before
 /// any byte of the answer is written, as when a network drops a response. Panicking here
 /// ends this connection's task only; the server goes on.
 fn drop_the_response(charge_id: &str) -> ! {
-    tracing::warn!(charge = charge_id, "sandbox: dropping this response on purpose (test card)");
+    tracing::warn!(
+        charge = charge_id,
+        "sandbox: dropping this response on purpose (test card)"
+    );
     std::panic::resume_unwind(Box::new("sandbox: response dropped on purpose"))
 }
 
 fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {
-    let bad = |message: &str| Err(ProviderError::BadRequest("invalid_request", message.to_owned()));
+    let bad = |message: &str| {
+        Err(ProviderError::BadRequest(
+            "invalid_request",
+            message.to_owned(),
+        ))
+    };
     if request.amount_cents <= 0 {
         return bad("amount_cents must be positive");
     }
     if request.currency.len() != 3 || !request.currency.bytes().all(|b| b.is_ascii_uppercase()) {
         return bad("currency must be a three-letter ISO code");
     }
-    if !(12..=19).contains(&request.card_number.len()) || !request.card_number.bytes().all(|b| b.is_ascii_digit()) {
+    if !(12..=19).contains(&request.card_number.len())
+        || !request.card_number.bytes().all(|b| b.is_ascii_digit())
+    {
         return bad("card_number must be 12 to 19 digits");
     }
     if request.reference.is_empty() || request.reference.len() > 255 {
@@ -156,15 +181,23 @@ fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {
 }
 
 fn fingerprint(request: &ChargeRequest) -> String {
-    let text = format!("{}\n{}\n{}\n{}", request.amount_cents, request.currency, request.card_number, request.reference);
+    let text = format!(
+        "{}\n{}\n{}\n{}",
+        request.amount_cents, request.currency, request.card_number, request.reference
+    );
     hex::encode(Sha256::digest(text.as_bytes()))
 }
 
-async fn show(State(db): State<PgPool>, Path(id): Path<String>) -> Result<Json<Charge>, ProviderError> {
-    sqlx::query_as(&format!("SELECT {CHARGE_COLUMNS} FROM charges WHERE id = $1"))
-        .bind(id)
-        .fetch_optional(&db)
-        .await?
-        .map(Json)
-        .ok_or(ProviderError::NotFound)
+async fn show(
+    State(db): State<PgPool>,
+    Path(id): Path<String>,
+) -> Result<Json<Charge>, ProviderError> {
+    sqlx::query_as(&format!(
+        "SELECT {CHARGE_COLUMNS} FROM charges WHERE id = $1"
+    ))
+    .bind(id)
+    .fetch_optional(&db)
+    .await?
+    .map(Json)
+    .ok_or(ProviderError::NotFound)
 }

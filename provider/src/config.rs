@@ -19,9 +19,15 @@ pub struct Config {
 impl Config {
     pub fn from_env() -> anyhow::Result<Self> {
         Ok(Self {
-            database_url: var_or("PROVIDER_DATABASE_URL", "postgres://postgres@localhost:5432/once_provider"),
+            database_url: var_or(
+                "PROVIDER_DATABASE_URL",
+                "postgres://postgres@localhost:5432/once_provider",
+            ),
             addr: var_or("PROVIDER_ADDR", "127.0.0.1:3100").parse()?,
-            webhook_url: var_or("PROVIDER_WEBHOOK_URL", "http://127.0.0.1:3000/webhooks/provider"),
+            webhook_url: var_or(
+                "PROVIDER_WEBHOOK_URL",
+                "http://127.0.0.1:3000/webhooks/provider",
+            ),
             webhook_secret: var_or("PROVIDER_WEBHOOK_SECRET", DEV_WEBHOOK_SECRET),
             chaos: Chaos {
                 duplicates: var_or("PROVIDER_CHAOS_DUPLICATES", "0").parse()?,

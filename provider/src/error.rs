@@ -30,6 +30,10 @@ impl IntoResponse for ProviderError {
                 (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
             }
         };
-        (status, Json(json!({ "error": { "code": code, "message": self.to_string() } }))).into_response()
+        (
+            status,
+            Json(json!({ "error": { "code": code, "message": self.to_string() } })),
+        )
+            .into_response()
     }
 }

@@ -34,16 +34,24 @@ struct Transactions {
     next_cursor: Option<i64>,
 }
 
-async fn list(State(db): State<PgPool>, Query(page): Query<Page>) -> Result<Json<Transactions>, ProviderError> {
+async fn list(
+    State(db): State<PgPool>,
+    Query(page): Query<Page>,
+) -> Result<Json<Transactions>, ProviderError> {
     let limit = page.limit.unwrap_or(50).clamp(1, MAX_PAGE);
-    let mut data: Vec<Charge> =
-        sqlx::query_as(&format!("SELECT {CHARGE_COLUMNS} FROM charges WHERE tx_no > $1 ORDER BY tx_no LIMIT $2"))
-            .bind(page.starting_after.unwrap_or(0))
-            .bind(limit + 1)
-            .fetch_all(&db)
-            .await?;
+    let mut data: Vec<Charge> = sqlx::query_as(&format!(
+        "SELECT {CHARGE_COLUMNS} FROM charges WHERE tx_no > $1 ORDER BY tx_no LIMIT $2"
+    ))
+    .bind(page.starting_after.unwrap_or(0))
+    .bind(limit + 1)
+    .fetch_all(&db)
+    .await?;
     let has_more = data.len() as i64 > limit;
     data.truncate(limit as usize);
     let next_cursor = data.last().map(|c| c.tx_no).filter(|_| has_more);
-    Ok(Json(Transactions { data, has_more, next_cursor }))
+    Ok(Json(Transactions {
+        data,
+        has_more,
+        next_cursor,
+    }))
 }

@@ -32,15 +32,28 @@ pub struct Application {
 impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         create_database_if_missing(&config.database_url).await?;
-        let db = PgPoolOptions::new().max_connections(10).connect(&config.database_url).await?;
+        let db = PgPoolOptions::new()
+            .max_connections(10)
+            .connect(&config.database_url)
+            .await?;
         sqlx::migrate!("./migrations").run(&db).await?;
         let listener = TcpListener::bind(config.addr).await?;
-        let settings = SharedSettings::new(Settings { webhook_url: config.webhook_url, chaos: config.chaos });
-        Ok(Self { listener, state: ProviderState { db, settings }, secret: config.webhook_secret })
+        let settings = SharedSettings::new(Settings {
+            webhook_url: config.webhook_url,
+            chaos: config.chaos,
+        });
+        Ok(Self {
+            listener,
+            state: ProviderState { db, settings },
+            secret: config.webhook_secret,
+        })
     }
 
     pub fn port(&self) -> u16 {
-        self.listener.local_addr().map(|a| a.port()).unwrap_or_default()
+        self.listener
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_default()
     }
 
     /// The live settings (webhook URL, chaos), changeable while the provider runs.
@@ -52,16 +65,25 @@ impl Application {
         &self.state.db
     }
 
-    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "sandbox provider listening");
-        let worker = tokio::spawn(webhooks::run_worker(self.state.db.clone(), self.state.settings.clone(), self.secret));
+        let worker = tokio::spawn(webhooks::run_worker(
+            self.state.db.clone(),
+            self.state.settings.clone(),
+            self.secret,
+        ));
         let router = Router::new()
             .route("/healthz", get(|| async { "ok" }))
             .merge(charges::router())
             .merge(ledger::router())
             .merge(settings::router())
             .with_state(self.state);
-        let served = axum::serve(self.listener, router).with_graceful_shutdown(shutdown).await;
+        let served = axum::serve(self.listener, router)
+            .with_graceful_shutdown(shutdown)
+            .await;
         worker.abort();
         served
     }
@@ -71,10 +93,17 @@ async fn create_database_if_missing(url: &str) -> anyhow::Result<()> {
     let options: PgConnectOptions = url.parse()?;
     let name = options.get_database().unwrap_or("once_provider").to_owned();
     let mut admin = options.database("postgres").connect().await?;
-    let created = sqlx::query(&format!("CREATE DATABASE \"{}\"", name.replace('"', "\"\""))).execute(&mut admin).await;
+    let created = sqlx::query(&format!(
+        "CREATE DATABASE \"{}\"",
+        name.replace('"', "\"\"")
+    ))
+    .execute(&mut admin)
+    .await;
     match created {
         // 42P04: it exists already, which is the usual case.
-        Err(sqlx::Error::Database(e)) if e.code().as_deref() != Some("42P04") => return Err(e.into()),
+        Err(sqlx::Error::Database(e)) if e.code().as_deref() != Some("42P04") => {
+            return Err(e.into())
+        }
         Err(e @ (sqlx::Error::Io(_) | sqlx::Error::Protocol(_))) => return Err(e.into()),
         _ => {}
     }

@@ -22,8 +22,16 @@ const IDLE_POLL: Duration = Duration::from_millis(100);
 const MAX_BACKOFF_MS: f64 = 60_000.0;
 
 /// Queues the event announcing `charge` (plus chaos copies) in the charge's transaction.
-pub async fn enqueue(tx: &mut PgConnection, charge: &Charge, chaos: &Chaos) -> Result<(), sqlx::Error> {
-    let event_type = if charge.status == "succeeded" { "charge.succeeded" } else { "charge.failed" };
+pub async fn enqueue(
+    tx: &mut PgConnection,
+    charge: &Charge,
+    chaos: &Chaos,
+) -> Result<(), sqlx::Error> {
+    let event_type = if charge.status == "succeeded" {
+        "charge.succeeded"
+    } else {
+        "charge.failed"
+    };
     let event_id = format!("evt_{}", uuid::Uuid::new_v4().simple());
     let tx_no = format!("txn_{:010}", charge.tx_no);
     let payload = json!({
@@ -58,11 +66,15 @@ pub async fn enqueue(tx: &mut PgConnection, charge: &Charge, chaos: &Chaos) -> R
 
 /// The `Once-Signature` header value for `body` sent at `timestamp`.
 pub fn sign(secret: &str, timestamp: i64, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
+    let mut mac =
+        Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key length");
     mac.update(timestamp.to_string().as_bytes());
     mac.update(b".");
     mac.update(body);
-    format!("t={timestamp},v1={}", hex::encode(mac.finalize().into_bytes()))
+    format!(
+        "t={timestamp},v1={}",
+        hex::encode(mac.finalize().into_bytes())
+    )
 }
 
 #[derive(sqlx::FromRow)]
@@ -103,8 +115,12 @@ pub async fn try_execute_task(
     Ok(due.len())
 }
 
-
-async fn deliver(http: &reqwest::Client, url: &str, secret: &str, payload: &serde_json::Value) -> Result<(), String> {
+async fn deliver(
+    http: &reqwest::Client,
+    url: &str,
+    secret: &str,
+    payload: &serde_json::Value,
+) -> Result<(), String> {
     let body = serde_json::to_vec(payload).expect("JSON");
     let signature = sign(secret, chrono::Utc::now().timestamp(), &body);
     let response = http
@@ -121,7 +137,11 @@ async fn deliver(http: &reqwest::Client, url: &str, secret: &str, payload: &serd
     }
 }
 
-async fn record(tx: &mut PgConnection, delivery: &Due, outcome: Result<(), String>) -> Result<(), sqlx::Error> {
+async fn record(
+    tx: &mut PgConnection,
+    delivery: &Due,
+    outcome: Result<(), String>,
+) -> Result<(), sqlx::Error> {
     match outcome {
         Ok(()) => sqlx::query("UPDATE webhook_deliveries SET delivered_at = now(), attempts = attempts + 1 WHERE id = $1")
             .bind(delivery.id)
@@ -148,7 +168,10 @@ async fn record(tx: &mut PgConnection, delivery: &Due, outcome: Result<(), Strin
 
 /// Delivers webhooks until the task is dropped.
 pub async fn run_worker(db: PgPool, settings: SharedSettings, secret: String) {
-    let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("HTTP client");
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .expect("HTTP client");
     loop {
         match try_execute_task(&db, &http, &settings, &secret).await {
             Ok(0) => tokio::time::sleep(IDLE_POLL).await,

@@ -31,7 +31,9 @@ pub enum CartError {
 pub async fn read(db: &PgPool, session: &Session) -> Result<Cart, CartError> {
     let stored = load(session).await?;
     let skus: Vec<String> = stored.0.iter().map(|(sku, _)| sku.clone()).collect();
-    let products = catalog::products_by_sku(db, &skus).await.map_err(anyhow::Error::from)?;
+    let products = catalog::products_by_sku(db, &skus)
+        .await
+        .map_err(anyhow::Error::from)?;
     let lines = stored
         .0
         .into_iter()
@@ -49,11 +51,20 @@ pub async fn read(db: &PgPool, session: &Session) -> Result<Cart, CartError> {
     Ok(Cart { lines })
 }
 
-pub async fn add(db: &PgPool, session: &Session, sku: String, quantity: u32) -> Result<Cart, CartError> {
+pub async fn add(
+    db: &PgPool,
+    session: &Session,
+    sku: String,
+    quantity: u32,
+) -> Result<Cart, CartError> {
     if !(1..=MAX_QUANTITY).contains(&quantity) {
         return Err(CartError::BadQuantity);
     }
-    if catalog::products_by_sku(db, std::slice::from_ref(&sku)).await.map_err(anyhow::Error::from)?.is_empty() {
+    if catalog::products_by_sku(db, std::slice::from_ref(&sku))
+        .await
+        .map_err(anyhow::Error::from)?
+        .is_empty()
+    {
         return Err(CartError::UnknownSku(sku));
     }
     let mut stored = load(session).await?;
@@ -63,15 +74,25 @@ pub async fn add(db: &PgPool, session: &Session, sku: String, quantity: u32) -> 
         None if lines >= MAX_LINES => return Err(CartError::TooManyLines),
         None => stored.0.push((sku, quantity)),
     }
-    session.insert(CART, &stored).await.map_err(anyhow::Error::from)?;
+    session
+        .insert(CART, &stored)
+        .await
+        .map_err(anyhow::Error::from)?;
     read(db, session).await
 }
 
 pub async fn clear(session: &Session) -> Result<(), CartError> {
-    session.remove::<StoredCart>(CART).await.map_err(anyhow::Error::from)?;
+    session
+        .remove::<StoredCart>(CART)
+        .await
+        .map_err(anyhow::Error::from)?;
     Ok(())
 }
 
 async fn load(session: &Session) -> Result<StoredCart, CartError> {
-    Ok(session.get::<StoredCart>(CART).await.map_err(anyhow::Error::from)?.unwrap_or_default())
+    Ok(session
+        .get::<StoredCart>(CART)
+        .await
+        .map_err(anyhow::Error::from)?
+        .unwrap_or_default())
 }

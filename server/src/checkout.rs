@@ -57,8 +57,14 @@ async fn place_order(
     loop {
         match attempt(&idem, &db, &shopper, &key, &faults).await {
             Attempt::Done(response) => return response,
-            Attempt::Busy if started.elapsed() < WAIT_FOR_FIRST => tokio::time::sleep(POLL_EVERY).await,
-            Attempt::Busy => return back_to_checkout("Your order is still being processed. Check My orders in a moment."),
+            Attempt::Busy if started.elapsed() < WAIT_FOR_FIRST => {
+                tokio::time::sleep(POLL_EVERY).await
+            }
+            Attempt::Busy => {
+                return back_to_checkout(
+                    "Your order is still being processed. Check My orders in a moment.",
+                )
+            }
         }
     }
 }
@@ -68,12 +74,22 @@ enum Attempt {
     Busy,
 }
 
-async fn attempt(idem: &Idempotency, db: &PgPool, shopper: &Shopper, key: &IdempotencyKey, faults: &FaultRequest) -> Attempt {
+async fn attempt(
+    idem: &Idempotency,
+    db: &PgPool,
+    shopper: &Shopper,
+    key: &IdempotencyKey,
+    faults: &FaultRequest,
+) -> Attempt {
     // A key this session already used answers for itself, even once the cart is empty.
     let body = match cart::read(db, &shopper.session).await {
         Ok(cart) if !cart.lines.is_empty() => app::dto::order_request(&cart),
         Ok(_) => return known_key(db, shopper, key).await,
-        Err(_) => return Attempt::Done(back_to_checkout("Your cart could not be read. Please try again.")),
+        Err(_) => {
+            return Attempt::Done(back_to_checkout(
+                "Your cart could not be read. Please try again.",
+            ))
+        }
     };
     let request = IdempotentRequest {
         faults: faults.clone(),
@@ -84,8 +100,10 @@ async fn attempt(idem: &Idempotency, db: &PgPool, shopper: &Shopper, key: &Idemp
         Err(e) => return Attempt::Done(back_to_checkout(&e.to_string())),
     };
     let shopper_id = shopper.id.clone();
-    let response =
-        idempotency::execute(idem, request, move |db| orders::store::create_in_new_tx(db, shopper_id, new_order)).await;
+    let response = idempotency::execute(idem, request, move |db| {
+        orders::store::create_in_new_tx(db, shopper_id, new_order)
+    })
+    .await;
     match response.status() {
         StatusCode::CREATED => {
             let _ = cart::clear(&shopper.session).await;
@@ -93,7 +111,9 @@ async fn attempt(idem: &Idempotency, db: &PgPool, shopper: &Shopper, key: &Idemp
         }
         StatusCode::CONFLICT => Attempt::Busy,
         StatusCode::UNPROCESSABLE_ENTITY => known_key(db, shopper, key).await,
-        _ => Attempt::Done(back_to_checkout("The shop could not place your order just now. Please try again.")),
+        _ => Attempt::Done(back_to_checkout(
+            "The shop could not place your order just now. Please try again.",
+        )),
     }
 }
 
@@ -106,12 +126,18 @@ async fn known_key(db: &PgPool, shopper: &Shopper, key: &IdempotencyKey) -> Atte
         },
         Ok(Some(status)) if status.state == "processing" => Attempt::Busy,
         Ok(_) => Attempt::Done(back_to_checkout("Your cart is empty.")),
-        Err(_) => Attempt::Done(back_to_checkout("The shop could not place your order just now. Please try again.")),
+        Err(_) => Attempt::Done(back_to_checkout(
+            "The shop could not place your order just now. Please try again.",
+        )),
     }
 }
 
 fn to_order_page(response: &Response) -> Response {
-    match response.headers().get("location").and_then(|v| v.to_str().ok()) {
+    match response
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+    {
         Some(location) => redirect_to_order(location),
         None => Redirect::to("/orders").into_response(),
     }
@@ -131,7 +157,9 @@ fn back_to_checkout(problem: &str) -> Response {
 fn url_encode(text: &str) -> String {
     text.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()

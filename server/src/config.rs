@@ -5,6 +5,9 @@ use std::{net::SocketAddr, time::Duration};
 
 use leptos::config::{Env, LeptosOptions};
 
+/// The sandbox provider's development signing secret (see `provider/src/config.rs`).
+pub const DEV_WEBHOOK_SECRET: &str = "whsec_once_development_only";
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Where the shop database lives; created at start if missing.
@@ -17,6 +20,10 @@ pub struct Config {
     pub idempotency_retention: Duration,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// The payment provider's base URL.
+    pub provider_url: String,
+    /// Secrets that may sign provider callbacks; several, so a secret can be rotated.
+    pub webhook_secrets: Vec<String>,
     /// Test-only fault injection (hold points, forced failures); off unless asked for.
     pub fault_injection: bool,
     pub leptos: LeptosOptions,
@@ -31,10 +38,12 @@ impl Config {
             .site_pkg_dir(var_or("LEPTOS_SITE_PKG_DIR", "pkg"))
             .site_addr(listen_addr)
             .reload_port(var_or("LEPTOS_RELOAD_PORT", "3001").parse::<u32>()?)
-            .env(match var_or("LEPTOS_ENV", "PROD").to_ascii_lowercase().as_str() {
-                "dev" | "development" => Env::DEV,
-                _ => Env::PROD,
-            })
+            .env(
+                match var_or("LEPTOS_ENV", "PROD").to_ascii_lowercase().as_str() {
+                    "dev" | "development" => Env::DEV,
+                    _ => Env::PROD,
+                },
+            )
             .build();
         Ok(Self {
             database_url: var_or("DATABASE_URL", "postgres://postgres@localhost:5432/once"),
@@ -46,7 +55,16 @@ impl Config {
                 var_or("IDEMPOTENCY_RETENTION_SECS", "86400").parse()?,
             ),
             max_body_bytes: var_or("MAX_BODY_BYTES", "65536").parse()?,
-            fault_injection: matches!(var_or("ONCE_FAULT_INJECTION", "off").as_str(), "on" | "1" | "true"),
+            provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
+            webhook_secrets: var_or("PROVIDER_WEBHOOK_SECRETS", DEV_WEBHOOK_SECRET)
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            fault_injection: matches!(
+                var_or("ONCE_FAULT_INJECTION", "off").as_str(),
+                "on" | "1" | "true"
+            ),
             leptos,
         })
     }

@@ -13,13 +13,17 @@ pub async fn ensure_database(url: &str) -> anyhow::Result<()> {
     let options = PgConnectOptions::from_str(url)?;
     let name = options.get_database().unwrap_or("postgres").to_owned();
     let mut admin = options.database("postgres").connect().await?;
-    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-        .bind(&name)
-        .fetch_one(&mut admin)
-        .await?;
+    let exists: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+            .bind(&name)
+            .fetch_one(&mut admin)
+            .await?;
     if !exists {
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
-        match sqlx::query(&format!("CREATE DATABASE {quoted}")).execute(&mut admin).await {
+        match sqlx::query(&format!("CREATE DATABASE {quoted}"))
+            .execute(&mut admin)
+            .await
+        {
             Ok(_) => tracing::info!(database = %name, "created database"),
             Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42P04") => {}
             Err(e) => return Err(e.into()),

@@ -23,9 +23,22 @@ pub enum ApiError {
     #[error("not found")]
     NotFound,
     #[error("{detail}")]
-    BadRequest { problem: &'static str, detail: String },
+    BadRequest {
+        problem: &'static str,
+        detail: String,
+    },
     #[error("{detail}")]
-    Unprocessable { problem: &'static str, detail: String },
+    Unprocessable {
+        problem: &'static str,
+        detail: String,
+    },
+    #[error("{detail}")]
+    Unauthorized {
+        problem: &'static str,
+        detail: String,
+    },
+    #[error("the card was declined ({code})")]
+    PaymentDeclined { code: String },
     #[error("the request body is larger than this route accepts")]
     PayloadTooLarge,
     #[error("the service is temporarily unavailable")]
@@ -36,19 +49,29 @@ pub enum ApiError {
 
 impl ApiError {
     pub fn bad_request(problem: &'static str, detail: impl Into<String>) -> Self {
-        Self::BadRequest { problem, detail: detail.into() }
+        Self::BadRequest {
+            problem,
+            detail: detail.into(),
+        }
     }
 
     pub fn unprocessable(problem: &'static str, detail: impl Into<String>) -> Self {
-        Self::Unprocessable { problem, detail: detail.into() }
+        Self::Unprocessable {
+            problem,
+            detail: detail.into(),
+        }
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::IdempotencyKeyMissing | Self::IdempotencyKeyMalformed(_) | Self::BadRequest { .. } => {
-                StatusCode::BAD_REQUEST
+            Self::IdempotencyKeyMissing
+            | Self::IdempotencyKeyMalformed(_)
+            | Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
+            Self::IdempotencyKeyReused | Self::Unprocessable { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
             }
-            Self::IdempotencyKeyReused | Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Self::PaymentDeclined { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::RequestInProgress => StatusCode::CONFLICT,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -70,7 +93,10 @@ impl ApiError {
             Self::IdempotencyKeyReused => "idempotency-key-reused",
             Self::RequestInProgress => "request-in-progress",
             Self::NotFound => "not-found",
-            Self::BadRequest { problem, .. } | Self::Unprocessable { problem, .. } => problem,
+            Self::BadRequest { problem, .. }
+            | Self::Unprocessable { problem, .. }
+            | Self::Unauthorized { problem, .. } => problem,
+            Self::PaymentDeclined { .. } => "card-declined",
             Self::PayloadTooLarge => "payload-too-large",
             Self::Unavailable(_) => "service-unavailable",
             Self::Internal(_) => "internal-error",
@@ -84,7 +110,10 @@ impl ApiError {
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             detail: self.to_string(),
-            retryable: matches!(status, StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE),
+            retryable: matches!(
+                status,
+                StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE
+            ),
         }
     }
 }
@@ -111,12 +140,17 @@ impl IntoResponse for ApiError {
         let problem = self.to_problem();
         let mut response = (
             self.status(),
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"))],
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/problem+json"),
+            )],
             serde_json::to_vec(&problem).unwrap_or_default(),
         )
             .into_response();
         if problem.retryable {
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
         }
         response
     }
@@ -143,10 +177,15 @@ impl From<anyhow::Error> for ApiError {
 /// database that refuses new connections (55000, as during maintenance).
 pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
     match e {
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Tls(_) => true,
         sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08") || code.starts_with("57P") || ["40001", "40P01", "53300", "55000"].contains(&code.as_ref())
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || ["40001", "40P01", "53300", "55000"].contains(&code.as_ref())
         }),
         _ => false,
     }

@@ -28,12 +28,15 @@ where
 
 fn reject(rejection: JsonRejection) -> ApiError {
     match rejection {
-        JsonRejection::BytesRejection(ref r) if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
+        JsonRejection::BytesRejection(ref r)
+            if r.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE =>
+        {
             ApiError::PayloadTooLarge
         }
-        JsonRejection::MissingJsonContentType(_) => {
-            ApiError::bad_request("unsupported-media-type", "send the body as application/json")
-        }
+        JsonRejection::MissingJsonContentType(_) => ApiError::bad_request(
+            "unsupported-media-type",
+            "send the body as application/json",
+        ),
         JsonRejection::JsonSyntaxError(e) => ApiError::bad_request("malformed-json", e.body_text()),
         JsonRejection::JsonDataError(e) => ApiError::bad_request("invalid-body", e.body_text()),
         other => ApiError::bad_request("invalid-body", other.body_text()),

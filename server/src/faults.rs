@@ -51,8 +51,16 @@ pub struct FaultRequest {
 
 impl FaultRequest {
     pub fn from_headers(headers: &HeaderMap) -> Self {
-        let text = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
-        Self { hold: text("once-test-hold"), fail: text("once-test-fail").as_deref() == Some("transient") }
+        let text = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        Self {
+            hold: text("once-test-hold"),
+            fail: text("once-test-fail").as_deref() == Some("transient"),
+        }
     }
 }
 
@@ -61,7 +69,10 @@ impl Faults {
         if enabled {
             tracing::warn!("fault injection is ON: for tests only, never in production");
         }
-        Self { enabled, ..Self::default() }
+        Self {
+            enabled,
+            ..Self::default()
+        }
     }
 
     /// Called by the idempotency executor between the business writes and the commit.
@@ -74,7 +85,9 @@ impl Faults {
             self.hold(&gate).await;
         }
         if request.fail {
-            return Err(ApiError::Unavailable(anyhow::anyhow!("injected transient failure")));
+            return Err(ApiError::Unavailable(anyhow::anyhow!(
+                "injected transient failure"
+            )));
         }
         Ok(())
     }
@@ -82,7 +95,10 @@ impl Faults {
     async fn hold(&self, name: &str) {
         let mut open = {
             let mut gates = self.gates.lock().expect("gates lock");
-            let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate { open: watch::channel(false).0, waiting: 0 });
+            let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate {
+                open: watch::channel(false).0,
+                waiting: 0,
+            });
             gate.waiting += 1;
             gate.open.subscribe()
         };
@@ -95,12 +111,19 @@ impl Faults {
 
     fn open(&self, name: &str) {
         let mut gates = self.gates.lock().expect("gates lock");
-        let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate { open: watch::channel(false).0, waiting: 0 });
+        let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate {
+            open: watch::channel(false).0,
+            waiting: 0,
+        });
         gate.open.send_replace(true);
     }
 
     fn waiting(&self, name: &str) -> usize {
-        self.gates.lock().expect("gates lock").get(name).map_or(0, |g| g.waiting)
+        self.gates
+            .lock()
+            .expect("gates lock")
+            .get(name)
+            .map_or(0, |g| g.waiting)
     }
 
     /// The control routes, mounted only when fault injection is on.
@@ -115,7 +138,10 @@ impl Faults {
     }
 }
 
-async fn gate_status(State(faults): State<Faults>, Path(name): Path<String>) -> Json<serde_json::Value> {
+async fn gate_status(
+    State(faults): State<Faults>,
+    Path(name): Path<String>,
+) -> Json<serde_json::Value> {
     Json(serde_json::json!({ "gate": name, "waiting": faults.waiting(&name) }))
 }
 

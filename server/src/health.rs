@@ -5,11 +5,20 @@ use serde_json::json;
 use sqlx::PgPool;
 
 pub async fn healthz(State(db): State<PgPool>) -> impl IntoResponse {
-    match sqlx::query_scalar::<_, i32>("SELECT 1").fetch_one(&db).await {
-        Ok(_) => (StatusCode::OK, Json(json!({ "status": "ok", "database": "up" }))),
+    match sqlx::query_scalar::<_, i32>("SELECT 1")
+        .fetch_one(&db)
+        .await
+    {
+        Ok(_) => (
+            StatusCode::OK,
+            Json(json!({ "status": "ok", "database": "up" })),
+        ),
         Err(e) => {
             tracing::warn!(error = %e, "health check: database unreachable");
-            (StatusCode::SERVICE_UNAVAILABLE, Json(json!({ "status": "unavailable", "database": "down" })))
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(json!({ "status": "unavailable", "database": "down" })),
+            )
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The Once server: HTTP API, idempotency, orders, SSR hosting and workers.
 
+pub mod callbacks;
 pub mod cart;
 pub mod catalog;
 pub mod checkout;
@@ -13,6 +14,7 @@ pub mod idempotency;
 pub mod metrics;
 pub mod orders;
 pub mod outbox;
+pub mod payments;
 pub mod session;
 pub mod ssr;
 pub mod startup;

@@ -44,8 +44,13 @@ async fn ensure_open(session: &Session) -> Result<String, ApiError> {
     if let Some(id) = session.id() {
         return Ok(id.to_string());
     }
-    let unavailable = |e: tower_sessions::session::Error| ApiError::Unavailable(anyhow::anyhow!("session store: {e}"));
-    session.insert(OPENED_AT, chrono::Utc::now().timestamp()).await.map_err(unavailable)?;
+    let unavailable = |e: tower_sessions::session::Error| {
+        ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
+    };
+    session
+        .insert(OPENED_AT, chrono::Utc::now().timestamp())
+        .await
+        .map_err(unavailable)?;
     session.save().await.map_err(unavailable)?;
     session
         .id()
@@ -66,7 +71,9 @@ impl<S: Send + Sync> FromRequestParts<S> for Shopper {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let session = Session::from_request_parts(parts, state)
             .await
-            .map_err(|(_, msg)| ApiError::Internal(anyhow::anyhow!("session layer missing: {msg}")))?;
+            .map_err(|(_, msg)| {
+                ApiError::Internal(anyhow::anyhow!("session layer missing: {msg}"))
+            })?;
         let id = ensure_open(&session).await?;
         Ok(Self { id, session })
     }

@@ -20,7 +20,9 @@ use crate::{cart, catalog, orders, startup::AppState};
 
 /// The page routes and server functions, with the backend in every request's context.
 pub fn router(state: &AppState) -> Router<AppState> {
-    let backend = Backend(Arc::new(ServerBackend { db: state.db.clone() }));
+    let backend = Backend(Arc::new(ServerBackend {
+        db: state.db.clone(),
+    }));
     let options = state.leptos.clone();
     Router::new()
         .leptos_routes_with_context(
@@ -45,8 +47,17 @@ impl ShopBackend for ServerBackend {
         Box::pin(async move { cart::read(&self.db, &session).await.map_err(shown) })
     }
 
-    fn add_to_cart(&self, session: Session, sku: String, quantity: u32) -> BoxFuture<'_, Result<Cart, BackendError>> {
-        Box::pin(async move { cart::add(&self.db, &session, sku, quantity).await.map_err(shown) })
+    fn add_to_cart(
+        &self,
+        session: Session,
+        sku: String,
+        quantity: u32,
+    ) -> BoxFuture<'_, Result<Cart, BackendError>> {
+        Box::pin(async move {
+            cart::add(&self.db, &session, sku, quantity)
+                .await
+                .map_err(shown)
+        })
     }
 
     fn clear_cart(&self, session: Session) -> BoxFuture<'_, Result<(), BackendError>> {
@@ -56,32 +67,54 @@ impl ShopBackend for ServerBackend {
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>> {
         Box::pin(async move {
             let cart = cart::read(&self.db, &session).await.map_err(shown)?;
-            Ok(Checkout { cart, key: Uuid::new_v4().to_string() })
+            Ok(Checkout {
+                cart,
+                key: Uuid::new_v4().to_string(),
+            })
         })
     }
 
-    fn order(&self, session: Session, id: Uuid) -> BoxFuture<'_, Result<Option<Order>, BackendError>> {
-        Box::pin(async move { orders::store::find(&self.db, &session_id(&session)?, id).await.map_err(internal) })
+    fn order(
+        &self,
+        session: Session,
+        id: Uuid,
+    ) -> BoxFuture<'_, Result<Option<Order>, BackendError>> {
+        Box::pin(async move {
+            orders::store::find(&self.db, &session_id(&session)?, id)
+                .await
+                .map_err(internal)
+        })
     }
 
     fn orders(&self, session: Session) -> BoxFuture<'_, Result<Vec<Order>, BackendError>> {
-        Box::pin(async move { orders::store::for_session(&self.db, &session_id(&session)?).await.map_err(internal) })
+        Box::pin(async move {
+            orders::store::for_session(&self.db, &session_id(&session)?)
+                .await
+                .map_err(internal)
+        })
     }
 }
 
 /// Every page request has an open session (the `open_session` middleware sees to it).
 fn session_id(session: &Session) -> Result<String, BackendError> {
-    session.id().map(|id| id.to_string()).ok_or_else(|| internal("request without a session"))
+    session
+        .id()
+        .map(|id| id.to_string())
+        .ok_or_else(|| internal("request without a session"))
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {
     tracing::error!(error = %e, "backend call failed");
-    BackendError { message: "Something went wrong on our side. Please try again.".into() }
+    BackendError {
+        message: "Something went wrong on our side. Please try again.".into(),
+    }
 }
 
 fn shown(e: cart::CartError) -> BackendError {
     match e {
         cart::CartError::Storage(inner) => internal(inner),
-        other => BackendError { message: other.to_string() },
+        other => BackendError {
+            message: other.to_string(),
+        },
     }
 }

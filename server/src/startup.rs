@@ -19,8 +19,8 @@ use tower_http::{
 };
 
 use crate::{
-    catalog, checkout, config::Config, db, error, faults::Faults, health, idempotency, metrics, metrics::Metrics, orders, session,
-    ssr,
+    callbacks, catalog, checkout, config::Config, db, error, faults::Faults, health, idempotency,
+    metrics, metrics::Metrics, orders, payments, payments::provider::ProviderClient, session, ssr,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -34,6 +34,7 @@ pub struct AppState {
     pub leptos: LeptosOptions,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
+    pub provider: ProviderClient,
 }
 
 pub struct Application {
@@ -55,14 +56,22 @@ impl Application {
             leptos: config.leptos.clone(),
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
+            provider: ProviderClient::new(&config.provider_url),
             config,
         };
         let router = router(state.clone()).await?;
-        Ok(Self { listener, router, state })
+        Ok(Self {
+            listener,
+            router,
+            state,
+        })
     }
 
     pub fn port(&self) -> u16 {
-        self.listener.local_addr().map(|a| a.port()).unwrap_or_default()
+        self.listener
+            .local_addr()
+            .map(|a| a.port())
+            .unwrap_or_default()
     }
 
     pub fn db(&self) -> &PgPool {
@@ -70,14 +79,19 @@ impl Application {
     }
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
-    pub async fn run_until_stopped(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "Once is listening");
         let purge = tokio::spawn(idempotency::purge::run_worker(
             self.state.db.clone(),
             self.state.config.idempotency_retention,
             PURGE_EVERY,
         ));
-        let served = axum::serve(self.listener, self.router).with_graceful_shutdown(shutdown).await;
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown)
+            .await;
         purge.abort();
         served
     }
@@ -88,6 +102,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
     let api = Router::new()
         .merge(catalog::router())
         .merge(orders::router())
+        .merge(payments::router())
         .merge(idempotency::status::router())
         .fallback(error::api_not_found);
     let shop = Router::new()
@@ -99,14 +114,21 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::render))
+        .merge(callbacks::router())
         .merge(state.faults.router())
         .merge(shop)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
         .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-            let request_id = req.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
-            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
-        }))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
+                let request_id = req
+                    .headers()
+                    .get("x-request-id")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("-");
+                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
+            }),
+        )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .with_state(state))
 }

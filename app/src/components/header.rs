@@ -11,7 +11,12 @@ pub fn Header() -> impl IntoView {
     let add = use_context::<ServerAction<AddToCart>>();
     let path = use_location().pathname;
     let cart = Resource::new(
-        move || (add.map(|a| a.version().get()).unwrap_or_default(), path.get()),
+        move || {
+            (
+                add.map(|a| a.version().get()).unwrap_or_default(),
+                path.get(),
+            )
+        },
         |_| get_cart(),
     );
     view! {

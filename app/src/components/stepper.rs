@@ -3,7 +3,10 @@ use leptos::prelude::*;
 /// A quantity input with − and + buttons. Without wasm it is a plain number field, so the
 /// form still posts a quantity; once hydrated the buttons adjust it.
 #[component]
-pub fn QuantityStepper(#[prop(into)] label: String, #[prop(default = 99)] max: u32) -> impl IntoView {
+pub fn QuantityStepper(
+    #[prop(into)] label: String,
+    #[prop(default = 99)] max: u32,
+) -> impl IntoView {
     let quantity = RwSignal::new(1u32);
     let set = move |q: u32| quantity.set(q.clamp(1, max));
     view! {

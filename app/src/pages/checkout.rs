@@ -77,7 +77,11 @@ fn Progress(submit: SubmitOnce) -> impl IntoView {
 
 #[component]
 fn CartLines(cart: Cart) -> impl IntoView {
-    let currency = cart.lines.first().map(|l| l.currency.clone()).unwrap_or_default();
+    let currency = cart
+        .lines
+        .first()
+        .map(|l| l.currency.clone())
+        .unwrap_or_default();
     let total = format_money(cart.total_cents(), &currency);
     view! {
         <table class="lines">

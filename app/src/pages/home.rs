@@ -32,12 +32,23 @@ pub fn HomePage() -> impl IntoView {
 #[component]
 fn ProductCard(product: Product) -> impl IntoView {
     let add = expect_context::<ServerAction<AddToCart>>();
-    let Product { sku, name, description, price_cents, currency, stock } = product;
+    let Product {
+        sku,
+        name,
+        description,
+        price_cents,
+        currency,
+        stock,
+    } = product;
     let in_stock = stock > 0;
     let initial = name.chars().next().unwrap_or('•').to_string();
     // The form's children are a closure of their own, so it gets its own copies.
     let (form_sku, form_name) = (sku.clone(), name.clone());
-    let stock_text = if in_stock { format!("{stock} in stock") } else { "Sold out".to_owned() };
+    let stock_text = if in_stock {
+        format!("{stock} in stock")
+    } else {
+        "Sold out".to_owned()
+    };
     view! {
         <li class="product" data-sku=sku>
             <div class="product-art" aria-hidden="true">{initial}</div>

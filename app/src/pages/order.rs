@@ -10,7 +10,10 @@ use crate::{
 #[component]
 pub fn OrderPage() -> impl IntoView {
     let params = use_params_map();
-    let order = Resource::new(move || params.read().get("id").unwrap_or_default(), get_order);
+    let order = Resource::new(
+        move || params.read().get("id").unwrap_or_default(),
+        get_order,
+    );
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
             <ErrorBoundary fallback=|_| view! { <p class="error">"The order could not be loaded. Please reload."</p> }>
@@ -27,7 +30,14 @@ pub fn OrderPage() -> impl IntoView {
 
 #[component]
 fn OrderDetails(order: Order) -> impl IntoView {
-    let Order { order_no, status, currency, total_cents, items, .. } = order;
+    let Order {
+        order_no,
+        status,
+        currency,
+        total_cents,
+        items,
+        ..
+    } = order;
     view! {
         <div class="panel order">
             <h1>"Order " <span data-testid="order-no">{order_no}</span></h1>

@@ -50,7 +50,13 @@ pub struct IdempotentRequest {
 }
 
 impl IdempotentRequest {
-    pub fn new(scope: &str, key: IdempotencyKey, method: Method, route: &str, body: &serde_json::Value) -> Self {
+    pub fn new(
+        scope: &str,
+        key: IdempotencyKey,
+        method: Method,
+        route: &str,
+        body: &serde_json::Value,
+    ) -> Self {
         Self {
             scope: scope.to_owned(),
             fingerprint: Fingerprint::of(&method, route, body),
@@ -84,7 +90,10 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestKey {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
-        let header = parts.headers.get("idempotency-key").ok_or(ApiError::IdempotencyKeyMissing)?;
+        let header = parts
+            .headers
+            .get("idempotency-key")
+            .ok_or(ApiError::IdempotencyKeyMissing)?;
         // Bytes outside visible ASCII fail `to_str`; parse them anyway for the precise error.
         let text = String::from_utf8_lossy(header.as_bytes());
         Ok(Self {
@@ -136,7 +145,8 @@ where
     let idem = idem.clone();
     match tokio::spawn(async move { run(&idem, req, work).await }).await {
         Ok(response) => response,
-        Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}")).into_response(),
+        Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}"))
+            .into_response(),
     }
 }
 
@@ -158,11 +168,17 @@ where
         Err(e) => Err(e),
     };
     match outcome {
-        Ok((tx, reply)) => idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply)).await,
+        Ok((tx, reply)) => {
+            idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply))
+                .await
+        }
         Err(e) if e.is_transient() => idem.give_up(&req, lease, e).await,
         // A definitive refusal: its transaction (if any) is gone; store the refusal.
         Err(refusal) => match idem.db.begin().await {
-            Ok(tx) => idem.finish(tx, &req, lease, StoredResponse::from_error(&refusal)).await,
+            Ok(tx) => {
+                idem.finish(tx, &req, lease, StoredResponse::from_error(&refusal))
+                    .await
+            }
             Err(e) => idem.give_up(&req, lease, e.into()).await,
         },
     }
@@ -216,7 +232,13 @@ impl Idempotency {
 
     /// Stores the outcome with the key and commits, or rolls everything back when another
     /// request has taken the key over (fencing).
-    async fn finish(&self, mut tx: PgTx, req: &IdempotentRequest, lease: Uuid, stored: StoredResponse) -> Response {
+    async fn finish(
+        &self,
+        mut tx: PgTx,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        stored: StoredResponse,
+    ) -> Response {
         match store::complete(&mut *tx, req, lease, &stored).await {
             Ok(true) => match tx.commit().await {
                 Ok(()) => stored.into_response(false),

@@ -74,17 +74,30 @@ mod tests {
 
     #[test]
     fn key_order_and_whitespace_do_not_matter() {
-        let a: Value = serde_json::from_str(r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#).unwrap();
-        let b: Value = serde_json::from_str("{ \"items\" : [ { \"quantity\" : 2,\n \"sku\" : \"MUG-001\" } ] }").unwrap();
+        let a: Value =
+            serde_json::from_str(r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#).unwrap();
+        let b: Value = serde_json::from_str(
+            "{ \"items\" : [ { \"quantity\" : 2,\n \"sku\" : \"MUG-001\" } ] }",
+        )
+        .unwrap();
         assert_eq!(post(&a), post(&b));
-        assert_eq!(canonical_json(&b), r#"{"items":[{"quantity":2,"sku":"MUG-001"}]}"#);
+        assert_eq!(
+            canonical_json(&b),
+            r#"{"items":[{"quantity":2,"sku":"MUG-001"}]}"#
+        );
     }
 
     #[test]
     fn method_and_route_are_part_of_the_fingerprint() {
         let body = json!({});
-        assert_ne!(post(&body), Fingerprint::of(&Method::PUT, "/api/orders", &body));
-        assert_ne!(post(&body), Fingerprint::of(&Method::POST, "/api/orders/1/payments", &body));
+        assert_ne!(
+            post(&body),
+            Fingerprint::of(&Method::PUT, "/api/orders", &body)
+        );
+        assert_ne!(
+            post(&body),
+            Fingerprint::of(&Method::POST, "/api/orders/1/payments", &body)
+        );
     }
 
     /// Arbitrary JSON values, a few levels deep.
@@ -108,12 +121,24 @@ mod tests {
     fn reordered_text(value: &Value) -> String {
         match value {
             Value::Object(map) => {
-                let members: Vec<String> =
-                    map.iter().rev().map(|(k, v)| format!(" {} :\n {} ", Value::String(k.clone()), reordered_text(v))).collect();
+                let members: Vec<String> = map
+                    .iter()
+                    .rev()
+                    .map(|(k, v)| {
+                        format!(" {} :\n {} ", Value::String(k.clone()), reordered_text(v))
+                    })
+                    .collect();
                 format!("{{ {} }}", members.join(" , "))
             }
             Value::Array(items) => {
-                format!("[ {} ]", items.iter().map(reordered_text).collect::<Vec<_>>().join(" ,\t"))
+                format!(
+                    "[ {} ]",
+                    items
+                        .iter()
+                        .map(reordered_text)
+                        .collect::<Vec<_>>()
+                        .join(" ,\t")
+                )
             }
             scalar => scalar.to_string(),
         }

@@ -78,13 +78,20 @@ mod tests {
 
     #[test]
     fn quoted_form_understands_escapes() {
-        assert_eq!(IdempotencyKey::parse(r#""a\"b\\c""#).unwrap().as_str(), r#"a"b\c"#);
+        assert_eq!(
+            IdempotencyKey::parse(r#""a\"b\\c""#).unwrap().as_str(),
+            r#"a"b\c"#
+        );
     }
 
     #[test]
     fn a_broken_quoted_string_is_rejected() {
         for bad in ["\"open", "\"", r#""a"b""#, r#""bad\escape""#] {
-            assert_eq!(IdempotencyKey::parse(bad), Err(KeyError::BadQuoting), "{bad:?}");
+            assert_eq!(
+                IdempotencyKey::parse(bad),
+                Err(KeyError::BadQuoting),
+                "{bad:?}"
+            );
         }
     }
 
@@ -97,13 +104,20 @@ mod tests {
     #[test]
     fn length_limit_is_255() {
         assert!(IdempotencyKey::parse(&"k".repeat(255)).is_ok());
-        assert_eq!(IdempotencyKey::parse(&"k".repeat(256)), Err(KeyError::TooLong));
+        assert_eq!(
+            IdempotencyKey::parse(&"k".repeat(256)),
+            Err(KeyError::TooLong)
+        );
     }
 
     #[test]
     fn only_visible_ascii_is_accepted() {
         for bad in ["with space", "tab\there", "nl\n", "ctl\u{1}", "é", "\u{7f}"] {
-            assert_eq!(IdempotencyKey::parse(bad), Err(KeyError::NotVisibleAscii), "{bad:?}");
+            assert_eq!(
+                IdempotencyKey::parse(bad),
+                Err(KeyError::NotVisibleAscii),
+                "{bad:?}"
+            );
         }
         assert!(IdempotencyKey::parse("A-z_0.9~!#$%&*+/=?@^`|").is_ok());
     }

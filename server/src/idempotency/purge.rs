@@ -7,10 +7,12 @@ use sqlx::PgPool;
 
 /// Deletes the keys created before the retention window; returns how many.
 pub async fn try_execute_task(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
-    let deleted = sqlx::query("DELETE FROM idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond'")
-        .bind(retention.as_millis() as i64)
-        .execute(db)
-        .await?;
+    let deleted = sqlx::query(
+        "DELETE FROM idempotency_keys WHERE created_at < now() - $1 * interval '1 millisecond'",
+    )
+    .bind(retention.as_millis() as i64)
+    .execute(db)
+    .await?;
     Ok(deleted.rows_affected())
 }
 

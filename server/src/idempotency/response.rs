@@ -21,7 +21,12 @@ pub struct Reply {
 impl Reply {
     pub fn created(location: String, body: impl Serialize) -> Result<Self, ApiError> {
         let body = serde_json::to_value(body).map_err(|e| ApiError::Internal(e.into()))?;
-        Ok(Self { status: StatusCode::CREATED, location: Some(location), content_type: "application/json", body })
+        Ok(Self {
+            status: StatusCode::CREATED,
+            location: Some(location),
+            content_type: "application/json",
+            body,
+        })
     }
 
     pub fn refusal(error: &ApiError) -> Self {
@@ -71,7 +76,10 @@ impl StoredResponse {
     pub fn from_parts(status: i16, headers: &serde_json::Value, body: Vec<u8>) -> Self {
         Self {
             status: status as u16,
-            content_type: headers["content-type"].as_str().unwrap_or("application/json").to_owned(),
+            content_type: headers["content-type"]
+                .as_str()
+                .unwrap_or("application/json")
+                .to_owned(),
             location: headers["location"].as_str().map(str::to_owned),
             body,
         }
@@ -84,7 +92,11 @@ impl StoredResponse {
         if let Ok(v) = HeaderValue::from_str(&self.content_type) {
             headers.insert(header::CONTENT_TYPE, v);
         }
-        if let Some(v) = self.location.as_deref().and_then(|l| HeaderValue::from_str(l).ok()) {
+        if let Some(v) = self
+            .location
+            .as_deref()
+            .and_then(|l| HeaderValue::from_str(l).ok())
+        {
             headers.insert(header::LOCATION, v);
         }
         if replayed {

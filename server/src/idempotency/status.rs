@@ -26,13 +26,24 @@ pub struct KeyStatus {
     pub location: Option<String>,
 }
 
-async fn show(State(db): State<PgPool>, shopper: Shopper, Path(raw): Path<String>) -> Result<Json<KeyStatus>, ApiError> {
+async fn show(
+    State(db): State<PgPool>,
+    shopper: Shopper,
+    Path(raw): Path<String>,
+) -> Result<Json<KeyStatus>, ApiError> {
     let key = IdempotencyKey::parse(&raw)?;
-    lookup(&db, &shopper.id, &key).await?.map(Json).ok_or(ApiError::NotFound)
+    lookup(&db, &shopper.id, &key)
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound)
 }
 
 /// The state of `key` in `scope`, or `None` if this scope never used it (or it was purged).
-pub async fn lookup(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<Option<KeyStatus>, sqlx::Error> {
+pub async fn lookup(
+    db: &PgPool,
+    scope: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyStatus>, sqlx::Error> {
     let row: Option<(String, Option<i16>, Option<serde_json::Value>)> = sqlx::query_as(
         "SELECT state, response_status, response_headers FROM idempotency_keys WHERE scope = $1 AND key = $2",
     )

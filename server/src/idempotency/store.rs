@@ -27,12 +27,19 @@ pub enum Claimed {
     /// A new key: this request executes.
     Fresh(Uuid),
     /// A failed key retried, or an expired lease taken over.
-    Reclaimed { lease: Uuid, took_over: bool },
+    Reclaimed {
+        lease: Uuid,
+        took_over: bool,
+    },
     Existing(Existing),
 }
 
 /// One attempt to become the executor of `req`.
-pub async fn claim(db: &PgPool, req: &IdempotentRequest, lease: Duration) -> Result<Claimed, sqlx::Error> {
+pub async fn claim(
+    db: &PgPool,
+    req: &IdempotentRequest,
+    lease: Duration,
+) -> Result<Claimed, sqlx::Error> {
     let token = Uuid::new_v4();
     let lease_ms = lease.as_millis() as i64;
     let inserted = sqlx::query(
@@ -72,7 +79,10 @@ pub async fn claim(db: &PgPool, req: &IdempotentRequest, lease: Duration) -> Res
     .fetch_optional(db)
     .await?;
     if let Some(previous) = reclaimed {
-        return Ok(Claimed::Reclaimed { lease: token, took_over: previous == "processing" });
+        return Ok(Claimed::Reclaimed {
+            lease: token,
+            took_over: previous == "processing",
+        });
     }
     Ok(Claimed::Existing(existing(db, req).await?))
 }
@@ -93,9 +103,11 @@ pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, 
         return Ok(Existing::DifferentRequest);
     }
     Ok(match (state.as_str(), status, body) {
-        ("completed", Some(status), Some(body)) => {
-            Existing::Completed(StoredResponse::from_parts(status, &headers.unwrap_or_default(), body))
-        }
+        ("completed", Some(status), Some(body)) => Existing::Completed(StoredResponse::from_parts(
+            status,
+            &headers.unwrap_or_default(),
+            body,
+        )),
         ("processing", _, _) if lease_valid => Existing::InProgress,
         _ => Existing::Reclaimable,
     })

@@ -25,7 +25,9 @@ use crate::{
 };
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/orders", get(list).post(create)).route("/orders/{id}", get(show))
+    Router::new()
+        .route("/orders", get(list).post(create))
+        .route("/orders/{id}", get(show))
 }
 
 async fn create(
@@ -36,14 +38,24 @@ async fn create(
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, &body);
-    Ok(idempotency::execute(&idem, request, move |db| store::create_in_new_tx(db, shopper.id, new_order)).await)
+    Ok(idempotency::execute(&idem, request, move |db| {
+        store::create_in_new_tx(db, shopper.id, new_order)
+    })
+    .await)
 }
 
 async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Order>>, ApiError> {
     Ok(Json(store::for_session(&db, &shopper.id).await?))
 }
 
-async fn show(State(db): State<PgPool>, shopper: Shopper, Path(id): Path<String>) -> Result<Json<Order>, ApiError> {
+async fn show(
+    State(db): State<PgPool>,
+    shopper: Shopper,
+    Path(id): Path<String>,
+) -> Result<Json<Order>, ApiError> {
     let id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
-    store::find(&db, &shopper.id, id).await?.map(Json).ok_or(ApiError::NotFound)
+    store::find(&db, &shopper.id, id)
+        .await?
+        .map(Json)
+        .ok_or(ApiError::NotFound)
 }

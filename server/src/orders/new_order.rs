@@ -36,8 +36,9 @@ struct BodyLine {
 
 impl NewOrder {
     pub fn parse(body: &serde_json::Value) -> Result<Self, ApiError> {
-        let body: Body = serde_json::from_value(body.clone())
-            .map_err(|e| ApiError::bad_request("invalid-body", format!("the order body is not valid: {e}")))?;
+        let body: Body = serde_json::from_value(body.clone()).map_err(|e| {
+            ApiError::bad_request("invalid-body", format!("the order body is not valid: {e}"))
+        })?;
         if body.items.is_empty() {
             return Err(invalid("an order needs at least one item"));
         }
@@ -50,15 +51,24 @@ impl NewOrder {
             .into_iter()
             .map(|line| {
                 if !(1..=MAX_QUANTITY).contains(&line.quantity) {
-                    return Err(invalid(format!("quantity of {} must be between 1 and {MAX_QUANTITY}", line.sku)));
+                    return Err(invalid(format!(
+                        "quantity of {} must be between 1 and {MAX_QUANTITY}",
+                        line.sku
+                    )));
                 }
                 if line.sku.is_empty() || line.sku.len() > 64 {
                     return Err(invalid("a sku is 1 to 64 characters"));
                 }
                 if !seen.insert(line.sku.clone()) {
-                    return Err(invalid(format!("{} appears on two lines; use one line with a quantity", line.sku)));
+                    return Err(invalid(format!(
+                        "{} appears on two lines; use one line with a quantity",
+                        line.sku
+                    )));
                 }
-                Ok(NewLine { sku: line.sku, quantity: line.quantity as i32 })
+                Ok(NewLine {
+                    sku: line.sku,
+                    quantity: line.quantity as i32,
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(Self { lines })
@@ -80,7 +90,8 @@ mod tests {
 
     #[test]
     fn a_valid_body_parses() {
-        let order = NewOrder::parse(&json!({"items": [{"sku": "MUG-001", "quantity": 2}]})).unwrap();
+        let order =
+            NewOrder::parse(&json!({"items": [{"sku": "MUG-001", "quantity": 2}]})).unwrap();
         assert_eq!(order.lines[0].sku, "MUG-001");
         assert_eq!(order.lines[0].quantity, 2);
     }
@@ -100,7 +111,12 @@ mod tests {
 
     #[test]
     fn wrong_shapes_are_bad_requests() {
-        for body in [json!([]), json!({"items": "x"}), json!({"items": [{"sku": 1, "quantity": 1}]}), json!({"items": [{"sku": "A", "quantity": 1.5}]})] {
+        for body in [
+            json!([]),
+            json!({"items": "x"}),
+            json!({"items": [{"sku": 1, "quantity": 1}]}),
+            json!({"items": [{"sku": "A", "quantity": 1.5}]}),
+        ] {
             assert_eq!(NewOrder::parse(&body).unwrap_err().status(), 400, "{body}");
         }
     }

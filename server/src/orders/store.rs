@@ -25,25 +25,33 @@ struct PricedProduct {
 
 /// Opens the business transaction and creates the order in it, for the idempotency
 /// executor to complete and commit.
-pub async fn create_in_new_tx(db: PgPool, session_id: String, new: NewOrder) -> Result<(PgTx, Reply), ApiError> {
+pub async fn create_in_new_tx(
+    db: PgPool,
+    session_id: String,
+    new: NewOrder,
+) -> Result<(PgTx, Reply), ApiError> {
     let mut tx = db.begin().await?;
     let reply = create(&mut tx, &session_id, &new).await?;
     Ok((tx, reply))
 }
 
 /// Creates the order, its lines and its `order.created` event in the caller's transaction.
-pub async fn create(tx: &mut PgConnection, session_id: &str, new: &NewOrder) -> Result<Reply, ApiError> {
-    let products: Vec<PricedProduct> =
-        sqlx::query_as("SELECT sku, name, price_cents, currency, stock FROM products WHERE sku = ANY($1)")
-            .bind(new.skus())
-            .fetch_all(&mut *tx)
-            .await?;
+pub async fn create(
+    tx: &mut PgConnection,
+    session_id: &str,
+    new: &NewOrder,
+) -> Result<Reply, ApiError> {
+    let products: Vec<PricedProduct> = sqlx::query_as(
+        "SELECT sku, name, price_cents, currency, stock FROM products WHERE sku = ANY($1)",
+    )
+    .bind(new.skus())
+    .fetch_all(&mut *tx)
+    .await?;
     let mut items = Vec::with_capacity(new.lines.len());
     for line in &new.lines {
-        let product = products
-            .iter()
-            .find(|p| p.sku == line.sku)
-            .ok_or_else(|| ApiError::unprocessable("unknown-sku", format!("there is no product {}", line.sku)))?;
+        let product = products.iter().find(|p| p.sku == line.sku).ok_or_else(|| {
+            ApiError::unprocessable("unknown-sku", format!("there is no product {}", line.sku))
+        })?;
         if product.stock < line.quantity {
             return Err(ApiError::unprocessable(
                 "out-of-stock",
@@ -58,7 +66,10 @@ pub async fn create(tx: &mut PgConnection, session_id: &str, new: &NewOrder) -> 
         });
     }
     let currency = single_currency(&products)?;
-    let total: i64 = items.iter().map(|i| i.unit_price_cents * i64::from(i.quantity)).sum();
+    let total: i64 = items
+        .iter()
+        .map(|i| i.unit_price_cents * i64::from(i.quantity))
+        .sum();
 
     let id = Uuid::new_v4();
     let (order_no, created_at): (String, chrono::DateTime<chrono::Utc>) = sqlx::query_as(
@@ -87,14 +98,24 @@ pub async fn create(tx: &mut PgConnection, session_id: &str, new: &NewOrder) -> 
 }
 
 fn single_currency(products: &[PricedProduct]) -> Result<String, ApiError> {
-    let first = products.first().map(|p| p.currency.clone()).unwrap_or_default();
+    let first = products
+        .first()
+        .map(|p| p.currency.clone())
+        .unwrap_or_default();
     if products.iter().any(|p| p.currency != first) {
-        return Err(ApiError::unprocessable("mixed-currencies", "all items of an order must share one currency"));
+        return Err(ApiError::unprocessable(
+            "mixed-currencies",
+            "all items of an order must share one currency",
+        ));
     }
     Ok(first)
 }
 
-async fn insert_items(tx: &mut PgConnection, order_id: Uuid, items: &[OrderItem]) -> Result<(), sqlx::Error> {
+async fn insert_items(
+    tx: &mut PgConnection,
+    order_id: Uuid,
+    items: &[OrderItem],
+) -> Result<(), sqlx::Error> {
     let line_nos: Vec<i32> = (1..=items.len() as i32).collect();
     let skus: Vec<&str> = items.iter().map(|i| i.sku.as_str()).collect();
     let names: Vec<&str> = items.iter().map(|i| i.name.as_str()).collect();
@@ -170,7 +191,12 @@ async fn with_items(db: &PgPool, row: OrderRow) -> Result<Order, sqlx::Error> {
         total_cents: row.total_cents,
         items: items
             .into_iter()
-            .map(|(sku, name, quantity, unit_price_cents)| OrderItem { sku, name, quantity, unit_price_cents })
+            .map(|(sku, name, quantity, unit_price_cents)| OrderItem {
+                sku,
+                name,
+                quantity,
+                unit_price_cents,
+            })
             .collect(),
         created_at: row.created_at.to_rfc3339(),
     })

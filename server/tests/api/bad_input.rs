@@ -15,21 +15,53 @@ async fn malformed_bodies_are_refused_before_anything_is_stored() {
         (r#"{"items":[{"sku":"MUG-001","quan"#, 400, "malformed-json"),
         ("not json at all", 400, "malformed-json"),
         (r#"{"items":"MUG-001"}"#, 400, "invalid-body"),
-        (r#"{"items":[{"sku":42,"quantity":1}]}"#, 400, "invalid-body"),
-        (r#"{"items":[{"sku":"MUG-001","quantity":"2"}]}"#, 400, "invalid-body"),
-        (r#"{"items":[{"sku":"MUG-001","quantity":1,"price_cents":1}]}"#, 400, "invalid-body"),
+        (
+            r#"{"items":[{"sku":42,"quantity":1}]}"#,
+            400,
+            "invalid-body",
+        ),
+        (
+            r#"{"items":[{"sku":"MUG-001","quantity":"2"}]}"#,
+            400,
+            "invalid-body",
+        ),
+        (
+            r#"{"items":[{"sku":"MUG-001","quantity":1,"price_cents":1}]}"#,
+            400,
+            "invalid-body",
+        ),
         (r#"{}"#, 400, "invalid-body"),
         (r#"{"items":[]}"#, 422, "invalid-order"),
-        (r#"{"items":[{"sku":"MUG-001","quantity":0}]}"#, 422, "invalid-order"),
-        (r#"{"items":[{"sku":"MUG-001","quantity":1000000}]}"#, 422, "invalid-order"),
-        (r#"{"items":[{"sku":"MUG-001","quantity":-1}]}"#, 422, "invalid-order"),
+        (
+            r#"{"items":[{"sku":"MUG-001","quantity":0}]}"#,
+            422,
+            "invalid-order",
+        ),
+        (
+            r#"{"items":[{"sku":"MUG-001","quantity":1000000}]}"#,
+            422,
+            "invalid-order",
+        ),
+        (
+            r#"{"items":[{"sku":"MUG-001","quantity":-1}]}"#,
+            422,
+            "invalid-order",
+        ),
     ];
     for (i, (body, status, problem)) in cases.iter().enumerate() {
         let response = post_order(&app.client, &app, Some(&format!("bad-{i}")), body).await;
         assert_problem(response, *status, problem).await;
     }
-    let twenty_one: Vec<String> = (0..21).map(|i| format!(r#"{{"sku":"S{i}","quantity":1}}"#)).collect();
-    let response = post_order(&app.client, &app, Some("bad-lines"), &format!(r#"{{"items":[{}]}}"#, twenty_one.join(","))).await;
+    let twenty_one: Vec<String> = (0..21)
+        .map(|i| format!(r#"{{"sku":"S{i}","quantity":1}}"#))
+        .collect();
+    let response = post_order(
+        &app.client,
+        &app,
+        Some("bad-lines"),
+        &format!(r#"{{"items":[{}]}}"#, twenty_one.join(",")),
+    )
+    .await;
     assert_problem(response, 422, "invalid-order").await;
     assert_nothing_stored(&app).await;
 }
@@ -68,7 +100,12 @@ async fn odd_keys_are_refused_and_nothing_is_stored() {
         let response = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
         assert_problem(response, 400, "idempotency-key-malformed").await;
     }
-    let status = app.client.get(app.url(&format!("/api/idempotency-keys/{long}"))).send().await.unwrap();
+    let status = app
+        .client
+        .get(app.url(&format!("/api/idempotency-keys/{long}")))
+        .send()
+        .await
+        .unwrap();
     assert_problem(status, 400, "idempotency-key-malformed").await;
     assert_nothing_stored(&app).await;
 }

@@ -4,12 +4,24 @@
 use crate::helpers::*;
 
 async fn add_mugs(app: &TestApp, client: &reqwest::Client) {
-    let added = client.post(app.url("/_fn/add_to_cart")).form(&[("sku", "MUG-001"), ("quantity", "2")]).send().await.unwrap();
+    let added = client
+        .post(app.url("/_fn/add_to_cart"))
+        .form(&[("sku", "MUG-001"), ("quantity", "2")])
+        .send()
+        .await
+        .unwrap();
     assert!(added.status().is_success() || added.status().is_redirection());
 }
 
-async fn submit_form(app: &TestApp, client: &reqwest::Client, key: &str, held_at: Option<&str>) -> reqwest::Response {
-    let mut request = client.post(app.url("/checkout")).form(&[("idempotency_key", key)]);
+async fn submit_form(
+    app: &TestApp,
+    client: &reqwest::Client,
+    key: &str,
+    held_at: Option<&str>,
+) -> reqwest::Response {
+    let mut request = client
+        .post(app.url("/checkout"))
+        .form(&[("idempotency_key", key)]);
     if let Some(gate) = held_at {
         request = request.header("once-test-hold", gate);
     }
@@ -25,14 +37,36 @@ fn location(response: &reqwest::Response) -> String {
 async fn the_checkout_page_renders_the_cart_and_a_fresh_key() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
-    let html = app.client.get(app.url("/checkout")).send().await.unwrap().text().await.unwrap();
-    assert!(html.contains("Stoneware mug") && html.contains("€36.00"), "the cart, priced by the server");
+    let html = app
+        .client
+        .get(app.url("/checkout"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("Stoneware mug") && html.contains("€36.00"),
+        "the cart, priced by the server"
+    );
     assert!(html.contains(r#"name="idempotency_key""#) && html.contains("Place order"));
     let key_of = |html: &str| {
-        let start = html.find(r#"name="idempotency_key" value=""#).expect("a key in the form") + 30;
+        let start = html
+            .find(r#"name="idempotency_key" value=""#)
+            .expect("a key in the form")
+            + 30;
         html[start..start + 36].to_owned()
     };
-    let again = app.client.get(app.url("/checkout")).send().await.unwrap().text().await.unwrap();
+    let again = app
+        .client
+        .get(app.url("/checkout"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert_ne!(key_of(&html), key_of(&again), "each render is a new intent");
 }
 
@@ -45,10 +79,33 @@ async fn a_native_submit_creates_the_order_and_redirects_to_it() {
     assert!(page.starts_with("/orders/"), "{page}");
     assert_eq!(app.count("orders").await, 1);
 
-    let html = app.client.get(app.url(&page)).send().await.unwrap().text().await.unwrap();
-    assert!(html.contains("ONC-") && html.contains("Pending payment"), "the order page shows number and status");
-    let cart: serde_json::Value = app.client.post(app.url("/_fn/get_cart")).send().await.unwrap().json().await.unwrap();
-    assert_eq!(cart["lines"].as_array().unwrap().len(), 0, "the cart is empty after ordering");
+    let html = app
+        .client
+        .get(app.url(&page))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        html.contains("ONC-") && html.contains("Pending payment"),
+        "the order page shows number and status"
+    );
+    let cart: serde_json::Value = app
+        .client
+        .post(app.url("/_fn/get_cart"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        cart["lines"].as_array().unwrap().len(),
+        0,
+        "the cart is empty after ordering"
+    );
 
     // The same submit again (a reload that re-posts): the same order.
     let again = submit_form(&app, &app.client, "form-1", None).await;
@@ -76,7 +133,12 @@ async fn a_repeat_while_the_first_is_processing_waits_and_redirects_to_the_same_
     let second = {
         let (client, address) = (app.client.clone(), app.address.clone());
         tokio::spawn(async move {
-            client.post(format!("{address}/checkout")).form(&[("idempotency_key", "form-2")]).send().await.unwrap()
+            client
+                .post(format!("{address}/checkout"))
+                .form(&[("idempotency_key", "form-2")])
+                .send()
+                .await
+                .unwrap()
         })
     };
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
@@ -100,12 +162,34 @@ async fn my_orders_lists_only_this_sessions_orders() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
     let page = location(&submit_form(&app, &app.client, "form-4", None).await);
-    let html = app.client.get(app.url("/orders")).send().await.unwrap().text().await.unwrap();
+    let html = app
+        .client
+        .get(app.url("/orders"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(html.contains(&page), "my order is linked");
 
     let stranger = shopper();
-    let theirs = stranger.get(app.url("/orders")).send().await.unwrap().text().await.unwrap();
+    let theirs = stranger
+        .get(app.url("/orders"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(!theirs.contains(&page) && theirs.contains("No orders yet"));
-    let their_view = stranger.get(app.url(&page)).send().await.unwrap().text().await.unwrap();
+    let their_view = stranger
+        .get(app.url(&page))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(their_view.contains("There is no such order"));
 }

@@ -28,31 +28,61 @@ async fn migrations_are_idempotent_across_restarts() {
     // A second start on the same database runs the migrations again: nothing changes.
     let second = start(first.config.clone(), first.db_name.clone()).await;
     assert_eq!(second.count("products").await, products_before);
-    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations").fetch_one(&second.db).await.unwrap();
-    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations")).unwrap().count() as i64;
+    let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _sqlx_migrations")
+        .fetch_one(&second.db)
+        .await
+        .unwrap();
+    let files = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations"))
+        .unwrap()
+        .count() as i64;
     assert_eq!(applied, files);
-    let response = second.client.get(second.url("/api/products")).send().await.unwrap();
+    let response = second
+        .client
+        .get(second.url("/api/products"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
 }
 
 #[tokio::test]
 async fn products_api_lists_the_seeded_catalog() {
     let app = spawn_app().await;
-    let response = app.client.get(app.url("/api/products")).send().await.unwrap();
+    let response = app
+        .client
+        .get(app.url("/api/products"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 200);
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("application/json"));
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("application/json"));
     let products: Vec<serde_json::Value> = response.json().await.unwrap();
-    assert!(products.len() >= 6, "at least six products, got {}", products.len());
+    assert!(
+        products.len() >= 6,
+        "at least six products, got {}",
+        products.len()
+    );
     for p in &products {
         let object = p.as_object().unwrap();
         let mut keys: Vec<&str> = object.keys().map(String::as_str).collect();
         keys.sort();
-        assert!(["currency", "name", "price_cents", "sku", "stock"].iter().all(|k| keys.contains(k)), "{keys:?}");
+        assert!(
+            ["currency", "name", "price_cents", "sku", "stock"]
+                .iter()
+                .all(|k| keys.contains(k)),
+            "{keys:?}"
+        );
         assert!(p["price_cents"].as_i64().unwrap() > 0);
         assert_eq!(p["currency"].as_str().unwrap().len(), 3);
         assert!(p["stock"].as_i64().unwrap() >= 0);
     }
-    let mug = products.iter().find(|p| p["sku"] == "MUG-001").expect("the mug is seeded");
+    let mug = products
+        .iter()
+        .find(|p| p["sku"] == "MUG-001")
+        .expect("the mug is seeded");
     assert_eq!(mug["price_cents"], 1800);
 }
 
@@ -69,13 +99,25 @@ async fn a_first_request_opens_a_session_with_a_safe_cookie() {
     let app = spawn_app().await;
     let client = shopper();
     let response = client.get(app.url("/api/products")).send().await.unwrap();
-    let cookie = response.headers().get("set-cookie").expect("a session cookie").to_str().unwrap().to_owned();
+    let cookie = response
+        .headers()
+        .get("set-cookie")
+        .expect("a session cookie")
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(cookie.starts_with("once_session="), "{cookie}");
-    assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"), "{cookie}");
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax"),
+        "{cookie}"
+    );
     // The cookie jar now carries the session: no new cookie on the next request.
     let again = client.get(app.url("/api/products")).send().await.unwrap();
     assert!(again.headers().get("set-cookie").is_none());
-    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM tower_sessions.session").fetch_one(&app.db).await.unwrap();
+    let sessions: i64 = sqlx::query_scalar("SELECT count(*) FROM tower_sessions.session")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
     assert_eq!(sessions, 2, "the harness's own shopper and this one");
 }
 
@@ -85,7 +127,10 @@ async fn home_page_is_rendered_on_the_server_with_the_catalog() {
     let response = app.client.get(app.url("/")).send().await.unwrap();
     assert_eq!(response.status(), 200);
     let html = response.text().await.unwrap();
-    assert!(html.contains("Stoneware mug"), "the catalog is in the server-rendered HTML");
+    assert!(
+        html.contains("Stoneware mug"),
+        "the catalog is in the server-rendered HTML"
+    );
     assert!(html.contains("€18.00"));
     assert!(html.contains("Add to cart"));
 }
@@ -102,8 +147,20 @@ async fn add_to_cart_keeps_the_cart_in_the_session() {
         .send()
         .await
         .unwrap();
-    assert!(added.status().is_success() || added.status().is_redirection(), "{}", added.status());
-    let cart: serde_json::Value = app.client.post(app.url("/_fn/get_cart")).send().await.unwrap().json().await.unwrap();
+    assert!(
+        added.status().is_success() || added.status().is_redirection(),
+        "{}",
+        added.status()
+    );
+    let cart: serde_json::Value = app
+        .client
+        .post(app.url("/_fn/get_cart"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(cart["lines"][0]["sku"], "MUG-001");
     assert_eq!(cart["lines"][0]["quantity"], 2);
 }

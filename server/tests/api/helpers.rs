@@ -10,7 +10,8 @@ use uuid::Uuid;
 
 /// The PostgreSQL server tests create their databases on.
 fn admin_url() -> String {
-    std::env::var("TEST_DATABASE_ADMIN_URL").unwrap_or_else(|_| "postgres://postgres@localhost:5432".into())
+    std::env::var("TEST_DATABASE_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into())
 }
 
 pub struct TestApp {
@@ -41,25 +42,41 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
 
 /// Starts another server instance on the same database (a restart, or a second instance).
 pub async fn start(config: Config, db_name: String) -> TestApp {
-    let app = Application::build(config.clone()).await.expect("application builds");
+    let app = Application::build(config.clone())
+        .await
+        .expect("application builds");
     let address = format!("http://127.0.0.1:{}", app.port());
     let db = app.db().clone();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
-    let app = TestApp { address, db, db_name, config, client: shopper() };
+    let app = TestApp {
+        address,
+        db,
+        db_name,
+        config,
+        client: shopper(),
+    };
     app.open_session(&app.client).await;
     app
 }
 
 /// A new client with its own cookie jar: a different shopper.
 pub fn shopper() -> Client {
-    Client::builder().cookie_store(true).redirect(Policy::none()).build().expect("client")
+    Client::builder()
+        .cookie_store(true)
+        .redirect(Policy::none())
+        .build()
+        .expect("client")
 }
 
 impl TestApp {
     /// A first request, as a browser's page load would be: the client gets its session
     /// cookie, so that concurrent requests that follow share one session.
     pub async fn open_session(&self, client: &Client) {
-        let response = client.get(self.url("/api/products")).send().await.expect("first request");
+        let response = client
+            .get(self.url("/api/products"))
+            .send()
+            .await
+            .expect("first request");
         assert_eq!(response.status(), 200);
     }
 
@@ -69,18 +86,31 @@ impl TestApp {
 
     /// Runs SQL as the superuser on the server (outside the app's pool).
     pub async fn admin(&self, sql: &str) {
-        let mut conn = PgConnection::connect(&format!("{}/postgres", admin_url())).await.expect("admin connection");
-        sqlx::query(sql).execute(&mut conn).await.expect("admin statement");
+        let mut conn = PgConnection::connect(&format!("{}/postgres", admin_url()))
+            .await
+            .expect("admin connection");
+        sqlx::query(sql)
+            .execute(&mut conn)
+            .await
+            .expect("admin statement");
     }
 
     /// Cuts the app off from its database: no new connections, existing ones killed.
     pub async fn take_database_down(&self) {
-        self.admin(&format!("ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false", self.db_name)).await;
+        self.admin(&format!(
+            "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS false",
+            self.db_name
+        ))
+        .await;
         self.kill_connections().await;
     }
 
     pub async fn bring_database_up(&self) {
-        self.admin(&format!("ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true", self.db_name)).await;
+        self.admin(&format!(
+            "ALTER DATABASE \"{}\" WITH ALLOW_CONNECTIONS true",
+            self.db_name
+        ))
+        .await;
     }
 
     /// Terminates every backend connected to this test's database (`pg_terminate_backend`).
@@ -93,20 +123,40 @@ impl TestApp {
     }
 
     pub async fn count(&self, table: &str) -> i64 {
-        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}")).fetch_one(&self.db).await.expect("count")
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table}"))
+            .fetch_one(&self.db)
+            .await
+            .expect("count")
     }
 }
 
 /// Asserts a response is an RFC 9457 problem with the given status and type suffix, and
 /// returns its body.
-pub async fn assert_problem(response: reqwest::Response, status: u16, problem: &str) -> serde_json::Value {
-    assert_eq!(response.status().as_u16(), status, "status of {}", response.url());
-    let content_type = response.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
+pub async fn assert_problem(
+    response: reqwest::Response,
+    status: u16,
+    problem: &str,
+) -> serde_json::Value {
+    assert_eq!(
+        response.status().as_u16(),
+        status,
+        "status of {}",
+        response.url()
+    );
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
     assert_eq!(content_type, "application/problem+json");
     let body: serde_json::Value = response.json().await.expect("problem body is JSON");
     assert_eq!(body["status"], status);
     let kind = body["type"].as_str().expect("type");
-    assert!(kind.ends_with(&format!("/{problem}")), "problem type {kind} should end in {problem}");
+    assert!(
+        kind.ends_with(&format!("/{problem}")),
+        "problem type {kind} should end in {problem}"
+    );
     assert!(body["title"].is_string() && body["detail"].is_string());
     body
 }
@@ -114,7 +164,12 @@ pub async fn assert_problem(response: reqwest::Response, status: u16, problem: &
 pub const MUG_ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#;
 
 /// `POST /api/orders` with a key (none if `None`) and a raw JSON body.
-pub async fn post_order(client: &Client, app: &TestApp, key: Option<&str>, body: &str) -> reqwest::Response {
+pub async fn post_order(
+    client: &Client,
+    app: &TestApp,
+    key: Option<&str>,
+    body: &str,
+) -> reqwest::Response {
     post_order_with(client, app, key, body, &[]).await
 }
 
@@ -125,7 +180,10 @@ pub async fn post_order_with(
     body: &str,
     headers: &[(&str, &str)],
 ) -> reqwest::Response {
-    let mut request = client.post(app.url("/api/orders")).header("content-type", "application/json").body(body.to_owned());
+    let mut request = client
+        .post(app.url("/api/orders"))
+        .header("content-type", "application/json")
+        .body(body.to_owned());
     if let Some(key) = key {
         request = request.header("idempotency-key", key);
     }
@@ -148,8 +206,15 @@ impl TestApp {
     /// Waits until `n` requests are held at the gate `name`.
     pub async fn wait_until_held(&self, name: &str, n: u64) {
         for _ in 0..200 {
-            let status: serde_json::Value =
-                self.client.get(self.url(&format!("/_test/gates/{name}"))).send().await.unwrap().json().await.unwrap();
+            let status: serde_json::Value = self
+                .client
+                .get(self.url(&format!("/_test/gates/{name}")))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
             if status["waiting"].as_u64() == Some(n) {
                 return;
             }
@@ -159,19 +224,202 @@ impl TestApp {
     }
 
     pub async fn open_gate(&self, name: &str) {
-        let response = self.client.post(self.url(&format!("/_test/gates/{name}/open"))).send().await.unwrap();
+        let response = self
+            .client
+            .post(self.url(&format!("/_test/gates/{name}/open")))
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 204);
     }
 
     pub async fn key_state(&self, key: &str) -> Option<String> {
-        sqlx::query_scalar("SELECT state FROM idempotency_keys WHERE key = $1").bind(key).fetch_optional(&self.db).await.unwrap()
+        sqlx::query_scalar("SELECT state FROM idempotency_keys WHERE key = $1")
+            .bind(key)
+            .fetch_optional(&self.db)
+            .await
+            .unwrap()
     }
 
     /// The value of a counter on `/metrics`.
     pub async fn metric(&self, name: &str) -> u64 {
-        let text = self.client.get(self.url("/metrics")).send().await.unwrap().text().await.unwrap();
+        let text = self
+            .client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
         text.lines()
-            .find_map(|l| l.strip_prefix(name).and_then(|rest| rest.trim().parse().ok()))
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|rest| rest.trim().parse().ok())
+            })
             .unwrap_or_else(|| panic!("metric {name} missing"))
     }
+}
+
+/// The sandbox provider, running in this process on port 0 over real HTTP, with its own
+/// fresh database; its webhooks go to the shop under test.
+pub struct TestProvider {
+    pub address: String,
+    pub db: PgPool,
+    pub settings: provider::settings::SharedSettings,
+}
+
+/// A shop (with fault injection) and a provider wired to each other.
+pub async fn spawn_shop_and_provider() -> (TestApp, TestProvider) {
+    let config = provider::config::Config {
+        database_url: format!(
+            "{}/once_provider_test_{}",
+            admin_url(),
+            Uuid::new_v4().simple()
+        ),
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        webhook_url: "http://127.0.0.1:9/not-yet".into(),
+        webhook_secret: provider::config::DEV_WEBHOOK_SECRET.into(),
+        chaos: Default::default(),
+    };
+    let provider_app = provider::startup::Application::build(config)
+        .await
+        .expect("provider builds");
+    let provider = TestProvider {
+        address: format!("http://127.0.0.1:{}", provider_app.port()),
+        db: provider_app.db().clone(),
+        settings: provider_app.settings(),
+    };
+    tokio::spawn(provider_app.run_until_stopped(std::future::pending()));
+    let provider_url = provider.address.clone();
+    let app = spawn_app_with_faults(move |c| c.provider_url = provider_url).await;
+    provider
+        .settings
+        .set_webhook_url(app.url("/webhooks/provider"));
+    (app, provider)
+}
+
+impl TestProvider {
+    /// Charges in the provider's ledger for one merchant reference (a payment attempt id).
+    pub async fn charges_for(&self, reference: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM charges WHERE reference = $1")
+            .bind(reference)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    pub async fn charges(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM charges")
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+}
+
+/// Places an order for two mugs (€36.00) and returns its id.
+pub async fn place_order(app: &TestApp) -> String {
+    let response = post_order(
+        &app.client,
+        app,
+        Some(&Uuid::new_v4().to_string()),
+        MUG_ORDER,
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let order: serde_json::Value = response.json().await.unwrap();
+    order["id"].as_str().unwrap().to_owned()
+}
+
+pub async fn pay(
+    app: &TestApp,
+    order_id: &str,
+    key: &str,
+    card: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(app.url(&format!("/api/orders/{order_id}/payments")))
+        .header("idempotency-key", key)
+        .json(&serde_json::json!({ "card_number": card }));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// Polls `check` for up to ten seconds.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+impl TestApp {
+    pub async fn order_status(&self, order_id: &str) -> String {
+        sqlx::query_scalar("SELECT status FROM orders WHERE id = $1::uuid")
+            .bind(order_id)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    pub async fn count_where(&self, table: &str, condition: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE {condition}"))
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    /// Sends a provider callback signed with the development secret at `timestamp`.
+    pub async fn send_callback(
+        &self,
+        body: &serde_json::Value,
+        timestamp: i64,
+    ) -> reqwest::Response {
+        let body = serde_json::to_vec(body).unwrap();
+        let signature =
+            provider::webhooks::sign(provider::config::DEV_WEBHOOK_SECRET, timestamp, &body);
+        shopper()
+            .post(self.url("/webhooks/provider"))
+            .header("content-type", "application/json")
+            .header("once-signature", signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// A callback body as the provider would send it.
+pub fn callback(
+    kind: &str,
+    tx_no: &str,
+    charge_id: &str,
+    amount_cents: i64,
+    reference: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "id": format!("evt_{}", Uuid::new_v4().simple()),
+        "type": kind,
+        "tx_no": tx_no,
+        "created": chrono::Utc::now().timestamp(),
+        "data": {
+            "charge_id": charge_id,
+            "amount_cents": amount_cents,
+            "currency": "EUR",
+            "reference": reference,
+            "status": if kind == "charge.succeeded" { "succeeded" } else { "failed" },
+            "failure_code": null
+        }
+    })
 }

@@ -7,7 +7,12 @@ use crate::helpers::*;
 #[tokio::test]
 async fn missing_key_is_400_and_nothing_is_stored() {
     let app = spawn_app().await;
-    let body = assert_problem(post_order(&app.client, &app, None, MUG_ORDER).await, 400, "idempotency-key-missing").await;
+    let body = assert_problem(
+        post_order(&app.client, &app, None, MUG_ORDER).await,
+        400,
+        "idempotency-key-missing",
+    )
+    .await;
     assert_eq!(body["retryable"], false);
     assert_eq!(app.count("orders").await, 0);
     assert_eq!(app.count("idempotency_keys").await, 0);
@@ -17,7 +22,14 @@ async fn missing_key_is_400_and_nothing_is_stored() {
 async fn malformed_keys_are_400_and_nothing_is_stored() {
     let app = spawn_app().await;
     let long = "k".repeat(256);
-    for key in ["", "\"\"", long.as_str(), "has space", "tab\tinside", "\"unterminated"] {
+    for key in [
+        "",
+        "\"\"",
+        long.as_str(),
+        "has space",
+        "tab\tinside",
+        "\"unterminated",
+    ] {
         let response = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
         let body = assert_problem(response, 400, "idempotency-key-malformed").await;
         assert_eq!(body["retryable"], false);
@@ -27,7 +39,10 @@ async fn malformed_keys_are_400_and_nothing_is_stored() {
         .client
         .post(app.url("/api/orders"))
         .header("content-type", "application/json")
-        .header("idempotency-key", reqwest::header::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap())
+        .header(
+            "idempotency-key",
+            reqwest::header::HeaderValue::from_bytes(b"caf\xc3\xa9").unwrap(),
+        )
         .body(MUG_ORDER)
         .send()
         .await
@@ -45,9 +60,15 @@ async fn first_request_executes_and_stores_its_outcome() {
     assert!(response.headers().get("idempotent-replayed").is_none());
     let location = response.headers()["location"].to_str().unwrap().to_owned();
     let order: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(location, format!("/api/orders/{}", order["id"].as_str().unwrap()));
+    assert_eq!(
+        location,
+        format!("/api/orders/{}", order["id"].as_str().unwrap())
+    );
     assert_eq!(order["status"], "pending_payment");
-    assert_eq!(order["total_cents"], 3600, "2 × €18.00, priced by the database");
+    assert_eq!(
+        order["total_cents"], 3600,
+        "2 × €18.00, priced by the database"
+    );
     assert_eq!(app.count("orders").await, 1);
     assert_eq!(app.count("outbox_events").await, 1);
     assert_eq!(app.key_state("first-1").await.as_deref(), Some("completed"));
@@ -107,17 +128,34 @@ async fn repeat_while_the_first_is_processing_is_409_with_retry_after() {
     let body = assert_problem(repeat, 409, "request-in-progress").await;
     assert_eq!(body["retryable"], true);
 
-    let status: serde_json::Value =
-        app.client.get(app.url("/api/idempotency-keys/busy-1")).send().await.unwrap().json().await.unwrap();
+    let status: serde_json::Value = app
+        .client
+        .get(app.url("/api/idempotency-keys/busy-1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["state"], "processing");
 
     app.open_gate("busy").await;
     assert_eq!(first.await.unwrap().status(), 201);
-    let status: serde_json::Value =
-        app.client.get(app.url("/api/idempotency-keys/busy-1")).send().await.unwrap().json().await.unwrap();
+    let status: serde_json::Value = app
+        .client
+        .get(app.url("/api/idempotency-keys/busy-1"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
     assert_eq!(status["state"], "completed");
     assert_eq!(status["response_status"], 201);
-    assert!(status["location"].as_str().unwrap().starts_with("/api/orders/"));
+    assert!(status["location"]
+        .as_str()
+        .unwrap()
+        .starts_with("/api/orders/"));
     assert_eq!(app.count("orders").await, 1);
 }
 
@@ -143,7 +181,11 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
     tokio::time::sleep(Duration::from_millis(700)).await;
 
     let takeover = post_order(&app.client, &app, Some("lease-1"), MUG_ORDER).await;
-    assert_eq!(takeover.status(), 201, "the expired lease is taken over and executed");
+    assert_eq!(
+        takeover.status(),
+        201,
+        "the expired lease is taken over and executed"
+    );
     let takeover_body = takeover.bytes().await.unwrap();
 
     app.open_gate("paused").await;
@@ -153,7 +195,11 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
     assert_eq!(stale.headers()["idempotent-replayed"], "true");
     assert_eq!(stale.bytes().await.unwrap(), takeover_body);
 
-    assert_eq!(app.count("orders").await, 1, "the stale holder's order was rolled back");
+    assert_eq!(
+        app.count("orders").await,
+        1,
+        "the stale holder's order was rolled back"
+    );
     assert_eq!(app.count("order_items").await, 1);
     assert_eq!(app.count("outbox_events").await, 1);
     assert_eq!(app.metric("once_idempotency_takeovers_total").await, 1);
@@ -163,16 +209,30 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
 #[tokio::test]
 async fn a_transient_failure_leaves_failed_and_the_same_key_then_succeeds() {
     let app = spawn_app_with_faults(|_| {}).await;
-    let failed = post_order_with(&app.client, &app, Some("flaky-1"), MUG_ORDER, &[("once-test-fail", "transient")]).await;
+    let failed = post_order_with(
+        &app.client,
+        &app,
+        Some("flaky-1"),
+        MUG_ORDER,
+        &[("once-test-fail", "transient")],
+    )
+    .await;
     assert!(failed.headers().contains_key("retry-after"));
     let body = assert_problem(failed, 503, "service-unavailable").await;
     assert_eq!(body["retryable"], true);
     assert_eq!(app.key_state("flaky-1").await.as_deref(), Some("failed"));
-    assert_eq!(app.count("orders").await, 0, "the failed attempt's writes were rolled back");
+    assert_eq!(
+        app.count("orders").await,
+        0,
+        "the failed attempt's writes were rolled back"
+    );
 
     let retry = post_order(&app.client, &app, Some("flaky-1"), MUG_ORDER).await;
     assert_eq!(retry.status(), 201);
-    assert!(retry.headers().get("idempotent-replayed").is_none(), "executed, not replayed");
+    assert!(
+        retry.headers().get("idempotent-replayed").is_none(),
+        "executed, not replayed"
+    );
     assert_eq!(app.count("orders").await, 1);
     assert_eq!(app.key_state("flaky-1").await.as_deref(), Some("completed"));
 }
@@ -187,11 +247,19 @@ async fn a_definitive_business_refusal_is_stored_and_replayed() {
     assert_eq!(again.headers()["idempotent-replayed"], "true");
     let again = assert_problem(again, 422, "unknown-sku").await;
     assert_eq!(first, again);
-    assert_eq!(app.key_state("refused-1").await.as_deref(), Some("completed"));
+    assert_eq!(
+        app.key_state("refused-1").await.as_deref(),
+        Some("completed")
+    );
     assert_eq!(app.count("orders").await, 0);
 
     let too_many = r#"{"items":[{"sku":"LAMP-008","quantity":99}]}"#;
-    assert_problem(post_order(&app.client, &app, Some("refused-2"), too_many).await, 422, "out-of-stock").await;
+    assert_problem(
+        post_order(&app.client, &app, Some("refused-2"), too_many).await,
+        422,
+        "out-of-stock",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -199,12 +267,17 @@ async fn keys_past_the_retention_window_are_purged_and_reuse_is_a_new_request() 
     let app = spawn_app().await;
     post_order(&app.client, &app, Some("old-1"), MUG_ORDER).await;
     post_order(&app.client, &app, Some("fresh-1"), MUG_ORDER).await;
-    sqlx::query("UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'old-1'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    sqlx::query(
+        "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'old-1'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
 
-    let purged = server::idempotency::purge::try_execute_task(&app.db, Duration::from_secs(24 * 3600)).await.unwrap();
+    let purged =
+        server::idempotency::purge::try_execute_task(&app.db, Duration::from_secs(24 * 3600))
+            .await
+            .unwrap();
     assert_eq!(purged, 1);
     assert_eq!(app.key_state("old-1").await, None);
     assert_eq!(app.key_state("fresh-1").await.as_deref(), Some("completed"));
@@ -218,8 +291,16 @@ async fn keys_past_the_retention_window_are_purged_and_reuse_is_a_new_request() 
 #[tokio::test]
 async fn the_same_parameters_with_a_different_key_are_a_new_intent() {
     let app = spawn_app().await;
-    let a: serde_json::Value = post_order(&app.client, &app, Some("cart-a"), MUG_ORDER).await.json().await.unwrap();
-    let b: serde_json::Value = post_order(&app.client, &app, Some("cart-b"), MUG_ORDER).await.json().await.unwrap();
+    let a: serde_json::Value = post_order(&app.client, &app, Some("cart-a"), MUG_ORDER)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let b: serde_json::Value = post_order(&app.client, &app, Some("cart-b"), MUG_ORDER)
+        .await
+        .json()
+        .await
+        .unwrap();
     assert_ne!(a["id"], b["id"]);
     assert_ne!(a["order_no"], b["order_no"]);
     assert_eq!(app.count("orders").await, 2);
@@ -267,6 +348,10 @@ async fn connections_killed_mid_request_leave_no_half_written_order() {
     assert_eq!(app.count("order_items").await, 0);
 
     let retry = post_order(&app.client, &app, Some("killed-1"), MUG_ORDER).await;
-    assert_eq!(retry.status(), 201, "the pool recovered and the key could run again");
+    assert_eq!(
+        retry.status(),
+        201,
+        "the pool recovered and the key could run again"
+    );
     assert_eq!(app.count("orders").await, 1);
 }

@@ -19,7 +19,10 @@ async fn fifty_concurrent_requests_with_one_key_make_exactly_one_order() {
                 .await
                 .unwrap();
             let status = response.status().as_u16();
-            let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+            let retry_after = response
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().to_owned());
             (status, retry_after, response.bytes().await.unwrap())
         })
     });
@@ -36,12 +39,19 @@ async fn fifty_concurrent_requests_with_one_key_make_exactly_one_order() {
                 in_progress += 1;
                 assert!(retry_after.is_some(), "a 409 says when to retry");
             }
-            other => panic!("unexpected status {other}: {}", String::from_utf8_lossy(&body)),
+            other => panic!(
+                "unexpected status {other}: {}",
+                String::from_utf8_lossy(&body)
+            ),
         }
     }
     assert!(created >= 1);
     assert_eq!(created + in_progress, 50);
-    assert_eq!(created_bodies.len(), 1, "every 201 is the identical response");
+    assert_eq!(
+        created_bodies.len(),
+        1,
+        "every 201 is the identical response"
+    );
     assert_eq!(app.count("orders").await, 1);
     assert_eq!(app.count("outbox_events").await, 1);
     assert_eq!(app.metric("once_idempotency_executions_total").await, 1);
@@ -75,7 +85,10 @@ async fn mixed_keys_and_payloads_under_load_keep_one_order_per_key() {
         .collect();
     for request in requests {
         let status = request.await.unwrap();
-        assert!([201, 409, 422].contains(&status), "no 5xx under load, got {status}");
+        assert!(
+            [201, 409, 422].contains(&status),
+            "no 5xx under load, got {status}"
+        );
     }
     // Keys 0..10 map to bodies by key % 3: 4 mugs, 3 tee+notebook, 3 unknown skus.
     assert_eq!(app.count("orders").await, 7);
@@ -99,25 +112,43 @@ async fn another_session_with_the_same_key_is_a_different_request() {
     app.open_session(&stranger).await;
     let theirs = post_order(&stranger, &app, Some("shared-key"), MUG_ORDER).await;
     assert_eq!(theirs.status(), 201);
-    assert!(theirs.headers().get("idempotent-replayed").is_none(), "never someone else's response");
+    assert!(
+        theirs.headers().get("idempotent-replayed").is_none(),
+        "never someone else's response"
+    );
     assert_ne!(theirs.headers()["location"].to_str().unwrap(), my_location);
     assert_eq!(app.count("orders").await, 2);
 
     let their_view = stranger.get(app.url(&my_location)).send().await.unwrap();
     assert_problem(their_view, 404, "not-found").await;
     // The stranger's own key is theirs; they cannot see the state of mine.
-    let my_key_rows: i64 = sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE key = 'shared-key'")
-        .fetch_one(&app.db)
+    let my_key_rows: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM idempotency_keys WHERE key = 'shared-key'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(my_key_rows, 2);
+    let status: serde_json::Value = stranger
+        .get(app.url("/api/idempotency-keys/shared-key"))
+        .send()
+        .await
+        .unwrap()
+        .json()
         .await
         .unwrap();
-    assert_eq!(my_key_rows, 2);
-    let status: serde_json::Value =
-        stranger.get(app.url("/api/idempotency-keys/shared-key")).send().await.unwrap().json().await.unwrap();
     assert_ne!(status["location"].as_str().unwrap(), my_location);
-    let unknown = stranger.get(app.url("/api/idempotency-keys/only-mine")).send().await.unwrap();
+    let unknown = stranger
+        .get(app.url("/api/idempotency-keys/only-mine"))
+        .send()
+        .await
+        .unwrap();
     assert_problem(unknown, 404, "not-found").await;
     post_order(&app.client, &app, Some("only-mine"), MUG_ORDER).await;
-    let still_unknown = stranger.get(app.url("/api/idempotency-keys/only-mine")).send().await.unwrap();
+    let still_unknown = stranger
+        .get(app.url("/api/idempotency-keys/only-mine"))
+        .send()
+        .await
+        .unwrap();
     assert_problem(still_unknown, 404, "not-found").await;
 }
 
@@ -125,13 +156,26 @@ async fn another_session_with_the_same_key_is_a_different_request() {
 async fn orders_are_listed_newest_first_and_shown_by_id() {
     let app = spawn_app().await;
     post_order(&app.client, &app, Some("list-1"), MUG_ORDER).await;
-    let second: serde_json::Value = post_order(&app.client, &app, Some("list-2"), r#"{"items":[{"sku":"TEE-002","quantity":1}]}"#)
+    let second: serde_json::Value = post_order(
+        &app.client,
+        &app,
+        Some("list-2"),
+        r#"{"items":[{"sku":"TEE-002","quantity":1}]}"#,
+    )
+    .await
+    .json()
+    .await
+    .unwrap();
+
+    let list: Vec<serde_json::Value> = app
+        .client
+        .get(app.url("/api/orders"))
+        .send()
         .await
+        .unwrap()
         .json()
         .await
         .unwrap();
-
-    let list: Vec<serde_json::Value> = app.client.get(app.url("/api/orders")).send().await.unwrap().json().await.unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(list[0]["id"], second["id"], "newest first");
     assert!(list[0]["order_no"].as_str().unwrap().starts_with("ONC-"));
@@ -150,14 +194,23 @@ async fn orders_are_listed_newest_first_and_shown_by_id() {
     assert_eq!(shown["items"][0]["unit_price_cents"], 2900);
     assert_eq!(shown["currency"], "EUR");
 
-    let not_an_id = app.client.get(app.url("/api/orders/not-a-uuid")).send().await.unwrap();
+    let not_an_id = app
+        .client
+        .get(app.url("/api/orders/not-a-uuid"))
+        .send()
+        .await
+        .unwrap();
     assert_problem(not_an_id, 404, "not-found").await;
 }
 
 #[tokio::test]
 async fn the_order_number_is_unique_by_constraint() {
     let app = spawn_app().await;
-    let order: serde_json::Value = post_order(&app.client, &app, Some("no-1"), MUG_ORDER).await.json().await.unwrap();
+    let order: serde_json::Value = post_order(&app.client, &app, Some("no-1"), MUG_ORDER)
+        .await
+        .json()
+        .await
+        .unwrap();
     let duplicate = sqlx::query(
         "INSERT INTO orders (id, order_no, session_id, currency, total_cents) VALUES (gen_random_uuid(), $1, 's', 'EUR', 1)",
     )
@@ -165,5 +218,8 @@ async fn the_order_number_is_unique_by_constraint() {
     .execute(&app.db)
     .await
     .unwrap_err();
-    assert_eq!(duplicate.as_database_error().unwrap().constraint(), Some("orders_order_no_key"));
+    assert_eq!(
+        duplicate.as_database_error().unwrap().constraint(),
+        Some("orders_order_no_key")
+    );
 }

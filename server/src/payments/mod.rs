@@ -1,0 +1,140 @@
+//! Payments: `POST /api/orders/{id}/payments` charges the sandbox provider through the
+//! idempotency executor, in recovery points ("atomic phases"):
+//!
+//! 1. the payment attempt row commits on its own ([`store::begin_attempt`]); a retry of
+//!    the same request finds the same attempt;
+//! 2. the provider is charged with *its* Idempotency-Key derived from the attempt id
+//!    ([`provider`]), so a retry after a lost response is replayed by the provider, never
+//!    charged twice; transient provider errors are retried with backoff and full jitter;
+//! 3. the outcome is applied ([`apply`], the same idempotent code a callback uses) in the
+//!    transaction that completes the key.
+//!
+//! `GET /api/orders/{id}/payments` lists an order's payment attempts.
+
+pub mod apply;
+pub mod provider;
+pub mod store;
+
+use axum::{
+    extract::{Path, State},
+    response::Response,
+    routing::get,
+    Json, Router,
+};
+use serde::Deserialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{
+    error::ApiError,
+    extract::ApiJson,
+    idempotency::{self, executor::Idempotency, RequestKey},
+    session::Shopper,
+    startup::AppState,
+};
+use provider::ProviderClient;
+use store::{AttemptKey, PaymentView};
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/orders/{id}/payments", get(list).post(pay))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PayBody {
+    card_number: String,
+}
+
+/// A card number as the provider accepts it: 12 to 19 digits.
+pub struct CardNumber(String);
+
+impl CardNumber {
+    pub fn parse(body: &serde_json::Value) -> Result<Self, ApiError> {
+        let body: PayBody = serde_json::from_value(body.clone()).map_err(|e| {
+            ApiError::bad_request(
+                "invalid-body",
+                format!("the payment body is not valid: {e}"),
+            )
+        })?;
+        let digits: String = body.card_number.chars().filter(|c| *c != ' ').collect();
+        if !(12..=19).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(ApiError::unprocessable(
+                "invalid-card",
+                "a card number is 12 to 19 digits",
+            ));
+        }
+        Ok(Self(digits))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+async fn pay(
+    State(idem): State<Idempotency>,
+    State(provider): State<ProviderClient>,
+    shopper: Shopper,
+    Path(id): Path<String>,
+    key: RequestKey,
+    ApiJson(body): ApiJson<serde_json::Value>,
+) -> Result<Response, ApiError> {
+    let order_id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
+    let card = CardNumber::parse(&body)?;
+    let request = key.for_body(&shopper.id, &body);
+    let attempt = AttemptKey {
+        scope: request.scope.clone(),
+        key: request.key.to_string(),
+    };
+    Ok(idempotency::execute(&idem, request, move |db| {
+        charge_order(db, provider, shopper.id, order_id, attempt, card)
+    })
+    .await)
+}
+
+/// The three recovery points; see the module documentation.
+async fn charge_order(
+    db: PgPool,
+    provider: ProviderClient,
+    shopper_id: String,
+    order_id: Uuid,
+    attempt: AttemptKey,
+    card: CardNumber,
+) -> Result<(idempotency::executor::PgTx, idempotency::Reply), ApiError> {
+    let payment = store::begin_attempt(&db, &shopper_id, order_id, &attempt).await?;
+    let charge = provider.charge(&payment, &card).await?;
+    let mut tx = db.begin().await?;
+    let reply = match charge.status.as_str() {
+        "succeeded" => {
+            apply::charge_succeeded(&mut tx, payment.id, &charge.facts())
+                .await
+                .map_err(ApiError::from)?;
+            let view = store::view(&mut tx, payment.id).await?;
+            idempotency::Reply::created(format!("/api/orders/{order_id}/payments"), view)?
+        }
+        _ => {
+            let code = charge
+                .failure_code
+                .clone()
+                .unwrap_or_else(|| "declined".into());
+            apply::charge_failed(&mut tx, payment.id, &charge.id, &code)
+                .await
+                .map_err(ApiError::from)?;
+            idempotency::Reply::refusal(&ApiError::PaymentDeclined { code })
+        }
+    };
+    Ok((tx, reply))
+}
+
+async fn list(
+    State(db): State<PgPool>,
+    shopper: Shopper,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<PaymentView>>, ApiError> {
+    let order_id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
+    Ok(Json(
+        store::for_order(&db, &shopper.id, order_id)
+            .await?
+            .ok_or(ApiError::NotFound)?,
+    ))
+}

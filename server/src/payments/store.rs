@@ -1,0 +1,121 @@
+//! The SQL of payment attempts.
+
+use serde::Serialize;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+use crate::error::ApiError;
+
+/// The idempotency key of the request that made an attempt: the attempt's identity.
+pub struct AttemptKey {
+    pub scope: String,
+    pub key: String,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub struct Attempt {
+    pub id: Uuid,
+    pub order_id: Uuid,
+    pub amount_cents: i64,
+    pub currency: String,
+}
+
+/// What the API shows of a payment.
+#[derive(Debug, Serialize, sqlx::FromRow)]
+pub struct PaymentView {
+    pub id: Uuid,
+    pub order_id: Uuid,
+    pub status: String,
+    pub amount_cents: i64,
+    pub currency: String,
+    pub provider_charge_id: Option<String>,
+}
+
+/// Recovery point 1: records the attempt (amount from the order, never from the client), or
+/// finds the one an earlier try of the same request recorded. Commits on its own.
+pub async fn begin_attempt(
+    db: &PgPool,
+    session_id: &str,
+    order_id: Uuid,
+    attempt: &AttemptKey,
+) -> Result<Attempt, ApiError> {
+    sqlx::query(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
+          WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
+         ON CONFLICT ON CONSTRAINT payments_attempt_key DO NOTHING",
+    )
+    .bind(Uuid::new_v4())
+    .bind(order_id)
+    .bind(&attempt.scope)
+    .bind(&attempt.key)
+    .bind(session_id)
+    .execute(db)
+    .await?;
+    let found: Option<Attempt> = sqlx::query_as(
+        "SELECT id, order_id, amount_cents, currency FROM payments
+          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",
+    )
+    .bind(&attempt.scope)
+    .bind(&attempt.key)
+    .bind(order_id)
+    .fetch_optional(db)
+    .await?;
+    match found {
+        Some(attempt) => Ok(attempt),
+        None => Err(why_not_payable(db, session_id, order_id).await?),
+    }
+}
+
+async fn why_not_payable(
+    db: &PgPool,
+    session_id: &str,
+    order_id: Uuid,
+) -> Result<ApiError, sqlx::Error> {
+    let status: Option<String> =
+        sqlx::query_scalar("SELECT status FROM orders WHERE id = $1 AND session_id = $2")
+            .bind(order_id)
+            .bind(session_id)
+            .fetch_optional(db)
+            .await?;
+    Ok(match status {
+        None => ApiError::NotFound,
+        Some(status) => ApiError::unprocessable(
+            "order-not-payable",
+            format!("the order is {status}, not awaiting payment"),
+        ),
+    })
+}
+
+pub async fn view(tx: &mut PgConnection, payment_id: Uuid) -> Result<PaymentView, sqlx::Error> {
+    sqlx::query_as("SELECT id, order_id, status, amount_cents, currency, provider_charge_id FROM payments WHERE id = $1")
+        .bind(payment_id)
+        .fetch_one(tx)
+        .await
+}
+
+/// The payments of one of the session's orders, oldest first; `None` if the order is not theirs.
+pub async fn for_order(
+    db: &PgPool,
+    session_id: &str,
+    order_id: Uuid,
+) -> Result<Option<Vec<PaymentView>>, sqlx::Error> {
+    let owned: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1 AND session_id = $2)",
+    )
+    .bind(order_id)
+    .bind(session_id)
+    .fetch_one(db)
+    .await?;
+    if !owned {
+        return Ok(None);
+    }
+    let payments = sqlx::query_as(
+        "SELECT id, order_id, status, amount_cents, currency, provider_charge_id FROM payments
+          WHERE order_id = $1 ORDER BY created_at",
+    )
+    .bind(order_id)
+    .fetch_all(db)
+    .await?;
+    Ok(Some(payments))
+}

@@ -1,0 +1,273 @@
+//! Provider callbacks: signed, deduplicated by transaction number, applied once, forward only.
+
+use crate::helpers::*;
+
+/// An order paid through the API; returns (order id, payment id, charge id).
+async fn paid_order(app: &TestApp) -> (String, String, String) {
+    let order_id = place_order(app).await;
+    let payment: serde_json::Value = pay(app, &order_id, "paid", "4242424242424242", &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = payment["id"].as_str().unwrap().to_owned();
+    (
+        order_id,
+        id,
+        payment["provider_charge_id"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+#[tokio::test]
+async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_once() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let (order_id, payment_id, charge_id) = paid_order(&app).await;
+    let succeeded = callback(
+        "charge.succeeded",
+        "txn_storm",
+        &charge_id,
+        3600,
+        &payment_id,
+    );
+    let deliveries: Vec<_> = (0..20)
+        .map(|_| {
+            let (app_url, body) = (app.url("/webhooks/provider"), succeeded.clone());
+            tokio::spawn(async move {
+                let bytes = serde_json::to_vec(&body).unwrap();
+                let sig = provider::webhooks::sign(
+                    provider::config::DEV_WEBHOOK_SECRET,
+                    chrono::Utc::now().timestamp(),
+                    &bytes,
+                );
+                shopper()
+                    .post(app_url)
+                    .header("once-signature", sig)
+                    .body(bytes)
+                    .send()
+                    .await
+                    .unwrap()
+                    .status()
+                    .as_u16()
+            })
+        })
+        .collect();
+    for delivery in deliveries {
+        assert_eq!(delivery.await.unwrap(), 200);
+    }
+    // Late and out of order: a failure after the success, and another copy of the success.
+    let late_failure = callback(
+        "charge.failed",
+        "txn_late_failure",
+        &charge_id,
+        3600,
+        &payment_id,
+    );
+    assert_eq!(app.send_callback(&late_failure, now()).await.status(), 200);
+    assert_eq!(app.send_callback(&succeeded, now()).await.status(), 200);
+
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+    assert_eq!(
+        app.count_where("payments", "status = 'failed'").await,
+        0,
+        "a late failure never undoes a success"
+    );
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count_where("payment_callbacks", "provider_tx_no = 'txn_storm'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_success_arriving_before_the_charge_answer_is_applied_once() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    // An attempt the charge call has not finished yet.
+    let payment_id: String = sqlx::query_scalar(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
+    )
+    .bind(&order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let early = callback(
+        "charge.succeeded",
+        "txn_early",
+        "ch_early",
+        3600,
+        &payment_id,
+    );
+    let body: serde_json::Value = app.send_callback(&early, now()).await.json().await.unwrap();
+    assert_eq!(body["outcome"], "applied");
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    let again: serde_json::Value = app.send_callback(&early, now()).await.json().await.unwrap();
+    assert_eq!(again["outcome"], "duplicate");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let body = callback(
+        "charge.succeeded",
+        "txn_bad",
+        "ch_x",
+        3600,
+        &uuid::Uuid::new_v4().to_string(),
+    );
+    let bytes = serde_json::to_vec(&body).unwrap();
+    let signed = |t: i64, secret: &str| provider::webhooks::sign(secret, t, &bytes);
+    let post = |signature: Option<String>, payload: Vec<u8>| {
+        let mut request = shopper().post(app.url("/webhooks/provider")).body(payload);
+        if let Some(s) = signature {
+            request = request.header("once-signature", s);
+        }
+        request.send()
+    };
+    let dev = provider::config::DEV_WEBHOOK_SECRET;
+    assert_problem(
+        post(None, bytes.clone()).await.unwrap(),
+        400,
+        "signature-missing",
+    )
+    .await;
+    assert_problem(
+        post(Some("v1=zz".into()), bytes.clone()).await.unwrap(),
+        400,
+        "signature-malformed",
+    )
+    .await;
+    assert_problem(
+        post(Some(signed(now(), "wrong-secret")), bytes.clone())
+            .await
+            .unwrap(),
+        401,
+        "signature-invalid",
+    )
+    .await;
+    assert_problem(
+        post(Some(signed(now() - 301, dev)), bytes.clone())
+            .await
+            .unwrap(),
+        401,
+        "signature-expired",
+    )
+    .await;
+    assert_problem(
+        post(Some(signed(now() + 301, dev)), bytes.clone())
+            .await
+            .unwrap(),
+        401,
+        "signature-expired",
+    )
+    .await;
+    let mut tampered = bytes.clone();
+    tampered[10] ^= 1;
+    assert_problem(
+        post(Some(signed(now(), dev)), tampered).await.unwrap(),
+        401,
+        "signature-invalid",
+    )
+    .await;
+    let garbage = b"{not json".to_vec();
+    let garbage_sig = provider::webhooks::sign(dev, now(), &garbage);
+    assert_problem(
+        post(Some(garbage_sig), garbage).await.unwrap(),
+        400,
+        "invalid-callback",
+    )
+    .await;
+    assert_eq!(app.count("payment_callbacks").await, 0);
+
+    // Within the tolerance, with the right secret: accepted.
+    assert_eq!(
+        post(Some(signed(now() - 299, dev)), bytes.clone())
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(app.count("payment_callbacks").await, 1);
+}
+
+#[tokio::test]
+async fn a_callback_whose_amount_does_not_match_the_order_is_refused_and_recorded() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let payment_id: String = sqlx::query_scalar(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
+    )
+    .bind(&order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let wrong = callback("charge.succeeded", "txn_wrong", "ch_wrong", 1, &payment_id);
+    let body: serde_json::Value = app.send_callback(&wrong, now()).await.json().await.unwrap();
+    assert_eq!(body["outcome"], "amount_mismatch");
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 0);
+    assert_eq!(
+        app.count_where("payment_callbacks", "outcome = 'amount_mismatch'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_rotated_secret_is_still_accepted() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let rotated = start(
+        server::config::Config {
+            webhook_secrets: vec![
+                "whsec_new".into(),
+                provider::config::DEV_WEBHOOK_SECRET.into(),
+            ],
+            listen_addr: "127.0.0.1:0".parse().unwrap(),
+            ..app.config.clone()
+        },
+        app.db_name.clone(),
+    )
+    .await;
+    let body = callback(
+        "charge.succeeded",
+        "txn_rotated",
+        "ch_r",
+        3600,
+        &uuid::Uuid::new_v4().to_string(),
+    );
+    let bytes = serde_json::to_vec(&body).unwrap();
+    for secret in ["whsec_new", provider::config::DEV_WEBHOOK_SECRET] {
+        let response = shopper()
+            .post(rotated.url("/webhooks/provider"))
+            .header(
+                "once-signature",
+                provider::webhooks::sign(secret, now(), &bytes),
+            )
+            .body(bytes.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200, "signed with {secret}");
+    }
+}
