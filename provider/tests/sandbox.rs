@@ -1,0 +1,245 @@
+//! The sandbox provider on its own: idempotent charges, test cards, the ledger, webhooks.
+
+use std::net::SocketAddr;
+
+use axum::{routing::post, Router};
+use provider::{
+    config::{Config, DEV_WEBHOOK_SECRET},
+    settings::Chaos,
+    startup::Application,
+};
+use serde_json::{json, Value};
+use sqlx::PgPool;
+use tokio::sync::mpsc;
+
+struct Sandbox {
+    url: String,
+    db: PgPool,
+    http: reqwest::Client,
+}
+
+async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
+    let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
+    let config = Config {
+        database_url: format!(
+            "{admin}/once_provider_test_{}",
+            uuid::Uuid::new_v4().simple()
+        ),
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        webhook_url,
+        webhook_secret: DEV_WEBHOOK_SECRET.into(),
+        chaos,
+    };
+    let app = Application::build(config).await.unwrap();
+    let sandbox = Sandbox {
+        url: format!("http://127.0.0.1:{}", app.port()),
+        db: app.db().clone(),
+        http: reqwest::Client::new(),
+    };
+    tokio::spawn(app.run_until_stopped(std::future::pending()));
+    sandbox
+}
+
+impl Sandbox {
+    async fn charge(&self, key: &str, card: &str, amount: i64) -> reqwest::Response {
+        self.http
+            .post(format!("{}/v1/charges", self.url))
+            .header("idempotency-key", key)
+            .json(&json!({ "amount_cents": amount, "currency": "EUR", "card_number": card, "reference": key }))
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// A merchant endpoint that records every webhook it receives.
+async fn merchant() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let app = Router::new().route(
+        "/hook",
+        post(move |headers: axum::http::HeaderMap, body: String| {
+            let tx = tx.clone();
+            async move {
+                let signature = headers["once-signature"].to_str().unwrap().to_owned();
+                tx.send((signature, serde_json::from_str(&body).unwrap()))
+                    .unwrap();
+                "ok"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/hook", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn a_charge_is_idempotent_on_its_key() {
+    let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/".into()).await;
+    let first: Value = sandbox
+        .charge("k1", "4242424242424242", 1800)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(first["status"], "succeeded");
+    let replay = sandbox.charge("k1", "4242424242424242", 1800).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_eq!(replay.json::<Value>().await.unwrap(), first);
+    let reused = sandbox.charge("k1", "4242424242424242", 1900).await;
+    assert_eq!(reused.status(), 422);
+    let count: i64 = sqlx::query_scalar("SELECT count(*) FROM charges")
+        .fetch_one(&sandbox.db)
+        .await
+        .unwrap();
+    assert_eq!(count, 1);
+
+    let missing_key = sandbox
+        .http
+        .post(format!("{}/v1/charges", sandbox.url))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing_key.status(), 400);
+}
+
+#[tokio::test]
+async fn test_cards_pick_the_outcome() {
+    let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/".into()).await;
+    let declined: Value = sandbox
+        .charge("d", "4000000000000002", 500)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(declined["status"], "failed");
+    assert_eq!(declined["failure_code"], "card_declined");
+
+    let lost = sandbox
+        .http
+        .post(format!("{}/v1/charges", sandbox.url))
+        .header("idempotency-key", "lost")
+        .json(&json!({ "amount_cents": 500, "currency": "EUR", "card_number": "4000000000000259", "reference": "lost" }))
+        .send()
+        .await;
+    assert!(
+        lost.is_err(),
+        "no answer the first time: the connection is cut"
+    );
+    let after: Value = sandbox
+        .charge("lost", "4000000000000259", 500)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        after["status"], "succeeded",
+        "the charge was committed before the answer was lost"
+    );
+
+    let started = std::time::Instant::now();
+    let slow = sandbox.charge("slow", "4000000000000077", 500).await;
+    assert_eq!(slow.status(), 201);
+    assert!(started.elapsed() >= std::time::Duration::from_secs(3));
+
+    let shown: Value = sandbox
+        .http
+        .get(format!(
+            "{}/v1/charges/{}",
+            sandbox.url,
+            after["id"].as_str().unwrap()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown, after);
+}
+
+#[tokio::test]
+async fn the_ledger_is_cursor_paginated() {
+    let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/".into()).await;
+    for i in 0..5 {
+        sandbox
+            .charge(&format!("l{i}"), "4242424242424242", 100 + i)
+            .await;
+    }
+    let mut seen = Vec::new();
+    let mut cursor = 0;
+    loop {
+        let page: Value = sandbox
+            .http
+            .get(format!(
+                "{}/v1/transactions?limit=2&starting_after={cursor}",
+                sandbox.url
+            ))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        seen.extend(
+            page["data"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["amount_cents"].as_i64().unwrap()),
+        );
+        if !page["has_more"].as_bool().unwrap() {
+            break;
+        }
+        cursor = page["next_cursor"].as_i64().unwrap();
+    }
+    assert_eq!(seen, vec![100, 101, 102, 103, 104]);
+}
+
+#[tokio::test]
+async fn webhooks_are_signed_and_duplicated_on_demand() {
+    let (url, mut received) = merchant().await;
+    let sandbox = spawn(
+        Chaos {
+            duplicates: 2,
+            ..Chaos::default()
+        },
+        url,
+    )
+    .await;
+    let charge: Value = sandbox
+        .charge("w1", "4242424242424242", 700)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    for _ in 0..3 {
+        let (signature, event) =
+            tokio::time::timeout(std::time::Duration::from_secs(10), received.recv())
+                .await
+                .unwrap()
+                .unwrap();
+        let t: i64 = signature
+            .split(',')
+            .next()
+            .unwrap()
+            .trim_start_matches("t=")
+            .parse()
+            .unwrap();
+        assert_eq!(
+            signature,
+            provider::webhooks::sign(DEV_WEBHOOK_SECRET, t, &serde_json::to_vec(&event).unwrap())
+        );
+        events.push(event);
+    }
+    assert!(events
+        .iter()
+        .all(|e| e["type"] == "charge.succeeded" && e["data"]["charge_id"] == charge["id"]));
+    assert!(
+        events.iter().all(|e| e["tx_no"] == events[0]["tx_no"]),
+        "copies share the transaction number"
+    );
+}
