@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{Cart, Checkout, Order, Product};
+use crate::dto::{Cart, Checkout, Order, OrderPage, OrderStatus, Product};
 
 #[server(prefix = "/_fn", endpoint = "list_products")]
 pub async fn list_products() -> Result<Vec<Product>, ServerFnError> {
@@ -37,10 +37,24 @@ pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
     Ok(crate::backend::backend()?.checkout(session).await?)
 }
 
-/// `None` when the order does not exist or belongs to another session.
+/// The order and a fresh key for paying it; `None` when the order does not exist or
+/// belongs to another session.
 #[server(prefix = "/_fn", endpoint = "get_order")]
-pub async fn get_order(id: String) -> Result<Option<Order>, ServerFnError> {
-    let Ok(id) = uuid::Uuid::parse_str(&id) else {
+pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
+    let backend = crate::backend::backend()?;
+    let order = find_order(&id).await?;
+    Ok(order.map(|order| OrderPage { order, pay_key: backend.fresh_key() }))
+}
+
+/// Just the status, for the order page to poll while a payment settles.
+#[server(prefix = "/_fn", endpoint = "get_order_status")]
+pub async fn get_order_status(id: String) -> Result<Option<OrderStatus>, ServerFnError> {
+    Ok(find_order(&id).await?.map(|o| o.status))
+}
+
+#[cfg(feature = "ssr")]
+async fn find_order(id: &str) -> Result<Option<Order>, ServerFnError> {
+    let Ok(id) = uuid::Uuid::parse_str(id) else {
         return Ok(None);
     };
     let session = crate::backend::session().await?;

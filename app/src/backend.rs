@@ -30,6 +30,8 @@ pub trait ShopBackend: Send + Sync + 'static {
     fn clear_cart(&self, session: Session) -> BoxFuture<'_, Result<(), BackendError>>;
     /// The cart plus a fresh Idempotency-Key for the checkout form.
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>>;
+    /// A new Idempotency-Key for a form the server renders.
+    fn fresh_key(&self) -> String;
     fn order(
         &self,
         session: Session,

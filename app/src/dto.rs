@@ -59,6 +59,13 @@ pub fn order_request(cart: &Cart) -> serde_json::Value {
     serde_json::json!({ "items": items })
 }
 
+/// The order page's data: the order, and a fresh Idempotency-Key for its payment form.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OrderPage {
+    pub order: Order,
+    pub pay_key: String,
+}
+
 /// Where an order is in its life. It only ever moves forward:
 /// `pending_payment → paid → fulfilled`, or `pending_payment → cancelled`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

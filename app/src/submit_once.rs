@@ -24,7 +24,7 @@ pub struct SubmitOnce {
     pub key: RwSignal<String>,
     pub busy: RwSignal<bool>,
     pub message: RwSignal<Option<String>>,
-    slot: &'static str,
+    slot: StoredValue<String>,
     on_success: StoredValue<Box<dyn Fn(serde_json::Value) + Send + Sync>>,
 }
 
@@ -39,7 +39,7 @@ struct Intent {
 /// Creates the hook for one kind of intent (`slot`), starting from the key the server
 /// rendered. `on_success` gets the JSON body of the successful answer.
 pub fn use_submit_once(
-    slot: &'static str,
+    slot: impl Into<String>,
     server_key: String,
     on_success: impl Fn(serde_json::Value) + Send + Sync + 'static,
 ) -> SubmitOnce {
@@ -47,7 +47,7 @@ pub fn use_submit_once(
         key: RwSignal::new(server_key),
         busy: RwSignal::new(false),
         message: RwSignal::new(None),
-        slot,
+        slot: StoredValue::new(slot.into()),
         on_success: StoredValue::new(Box::new(on_success)),
     };
     // Runs in the browser only, once hydrated: adopt an unfinished intent, or remember ours.
@@ -66,21 +66,21 @@ impl SubmitOnce {
             url: Some(url.to_owned()),
             body: Some(body),
         };
-        browser::save(self.slot, &intent);
+        browser::save(&self.slot.get_value(), &intent);
         self.send(intent);
     }
 
     fn adopt_stored_intent(self) {
-        match browser::load(self.slot) {
+        match browser::load(&self.slot.get_value()) {
             Some(stored) => {
                 self.key.set(stored.key.clone());
                 if stored.url.is_some() && stored.body.is_some() {
-                    self.message.set(Some("Resuming your order…".into()));
+                    self.message.set(Some("Resuming where you left off…".into()));
                     self.send(stored);
                 }
             }
             None => browser::save(
-                self.slot,
+                &self.slot.get_value(),
                 &Intent {
                     key: self.key.get_untracked(),
                     url: None,
@@ -113,7 +113,7 @@ impl SubmitOnce {
             Outcome::GaveUp(detail) => {
                 // Not definitive: keep the key, so the next click is the same intent.
                 browser::save(
-                    self.slot,
+                    &self.slot.get_value(),
                     &Intent {
                         key: self.key.get_untracked(),
                         url: None,
@@ -128,7 +128,7 @@ impl SubmitOnce {
     fn start_new_intent(self) {
         let key = browser::new_key();
         browser::save(
-            self.slot,
+            &self.slot.get_value(),
             &Intent {
                 key: key.clone(),
                 url: None,
@@ -137,6 +137,11 @@ impl SubmitOnce {
         );
         self.key.set(key);
     }
+}
+
+/// Waits `ms` milliseconds in the browser (for polling); returns at once on the server.
+pub async fn pause(ms: u32) {
+    browser::pause(ms).await
 }
 
 /// How an intent's delivery ended.
@@ -163,6 +168,10 @@ mod browser {
     const MAX_DELAY_MS: f64 = 5_000.0;
     /// How long we keep polling a request the server says is still in progress.
     const IN_PROGRESS_LIMIT_MS: f64 = 120_000.0;
+
+    pub async fn pause(ms: u32) {
+        TimeoutFuture::new(ms).await
+    }
 
     pub fn new_key() -> String {
         web_sys::window()
@@ -234,7 +243,7 @@ mod browser {
                         .and_then(|r| r.headers().get("retry-after"))
                         .and_then(|v| v.parse::<u32>().ok())
                         .unwrap_or(1);
-                    message.set(Some("Your order is being processed…".into()));
+                    message.set(Some("Still being processed…".into()));
                     TimeoutFuture::new(wait_s * 1000).await;
                     poll_status(&intent.key, message).await;
                 }
@@ -280,6 +289,7 @@ mod browser {
     pub fn new_key() -> String {
         String::new()
     }
+    pub async fn pause(_: u32) {}
     pub fn load(_: &str) -> Option<Intent> {
         None
     }

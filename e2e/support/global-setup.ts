@@ -1,9 +1,18 @@
-// One shared server for the tests that do not need their own: started on a fresh database,
-// stopped when the run ends.
-import { freshDatabaseName, startServer, stopServer } from './server';
+// One shared server and the sandbox provider for the tests that do not need their own:
+// each on a fresh database, stopped when the run ends.
+import { freshDatabaseName, startProvider, startServer, stopServer } from './server';
 
 export default async function globalSetup() {
-  const server = await startServer({ port: 3901, database: freshDatabaseName() });
+  const port = 3901;
+  const provider = await startProvider(
+    freshDatabaseName('once_provider_e2e'),
+    `http://127.0.0.1:${port}/webhooks/provider`,
+  );
+  const server = await startServer({ port, database: freshDatabaseName() });
   process.env.ONCE_E2E_BASE_URL = server.baseURL;
-  return async () => stopServer(server);
+  process.env.ONCE_E2E_PROVIDER_URL = provider.baseURL;
+  return async () => {
+    await stopServer(server);
+    await stopServer(provider);
+  };
 }

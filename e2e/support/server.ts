@@ -25,8 +25,28 @@ export interface RunningServer {
   options: ServerOptions;
 }
 
-export function freshDatabaseName(): string {
-  return `once_e2e_${randomUUID().replace(/-/g, '')}`;
+export function freshDatabaseName(prefix = 'once_e2e'): string {
+  return `${prefix}_${randomUUID().replace(/-/g, '')}`;
+}
+
+/** The sandbox payment provider every browser-test server charges. */
+export const PROVIDER_PORT = 3101;
+
+export async function startProvider(database: string, webhookURL: string): Promise<RunningServer> {
+  const baseURL = `http://127.0.0.1:${PROVIDER_PORT}`;
+  const child = spawn(path.join(ROOT, 'target', 'release', 'provider'), [], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      PROVIDER_DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}`,
+      PROVIDER_ADDR: `127.0.0.1:${PROVIDER_PORT}`,
+      PROVIDER_WEBHOOK_URL: webhookURL,
+      RUST_LOG: process.env.RUST_LOG ?? 'warn',
+    },
+    stdio: ['ignore', 'inherit', 'inherit'],
+  });
+  await waitForHealth(baseURL, child);
+  return { baseURL, process: child, options: { port: PROVIDER_PORT, database } };
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {
@@ -38,6 +58,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${options.database}`,
       LEPTOS_SITE_ADDR: `127.0.0.1:${options.port}`,
       LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
+      PROVIDER_URL: `http://127.0.0.1:${PROVIDER_PORT}`,
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
       ...E2E_SERVER_ENV,
       ...options.env,

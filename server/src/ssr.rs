@@ -69,9 +69,13 @@ impl ShopBackend for ServerBackend {
             let cart = cart::read(&self.db, &session).await.map_err(shown)?;
             Ok(Checkout {
                 cart,
-                key: Uuid::new_v4().to_string(),
+                key: self.fresh_key(),
             })
         })
+    }
+
+    fn fresh_key(&self) -> String {
+        Uuid::new_v4().to_string()
     }
 
     fn order(

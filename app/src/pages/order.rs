@@ -1,25 +1,29 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
+use uuid::Uuid;
 
 use crate::{
-    api::get_order,
-    dto::{format_money, Order},
+    api::{get_order, get_order_status},
+    dto::{format_money, Order, OrderPage as OrderPageData, OrderStatus},
+    submit_once::{pause, use_submit_once},
 };
 
-/// One order: its number, its status, its lines.
+/// The card the payment form starts with: the sandbox's "always succeeds" test card.
+const TEST_CARD: &str = "4242424242424242";
+/// How long the page keeps asking whether a payment has settled.
+const STATUS_POLLS: u32 = 60;
+
+/// One order: its number, its status, its lines, and while it awaits payment, a way to pay.
 #[component]
 pub fn OrderPage() -> impl IntoView {
     let params = use_params_map();
-    let order = Resource::new(
-        move || params.read().get("id").unwrap_or_default(),
-        get_order,
-    );
+    let page = Resource::new(move || params.read().get("id").unwrap_or_default(), get_order);
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
             <ErrorBoundary fallback=|_| view! { <p class="error">"The order could not be loaded. Please reload."</p> }>
                 {move || Suspend::new(async move {
-                    order.await.map(|found| match found {
-                        Some(order) => view! { <OrderDetails order/> }.into_any(),
+                    page.await.map(|found| match found {
+                        Some(page) => view! { <OrderDetails page/> }.into_any(),
                         None => view! { <p class="empty">"There is no such order."</p> }.into_any(),
                     })
                 })}
@@ -29,19 +33,15 @@ pub fn OrderPage() -> impl IntoView {
 }
 
 #[component]
-fn OrderDetails(order: Order) -> impl IntoView {
-    let Order {
-        order_no,
-        status,
-        currency,
-        total_cents,
-        items,
-        ..
-    } = order;
+fn OrderDetails(page: OrderPageData) -> impl IntoView {
+    let OrderPageData { order, pay_key } = page;
+    let Order { id, order_no, status, currency, total_cents, items, .. } = order;
+    let status = RwSignal::new(status);
+    let awaiting_payment = move || status.get() == OrderStatus::PendingPayment;
     view! {
         <div class="panel order">
             <h1>"Order " <span data-testid="order-no">{order_no}</span></h1>
-            <p><span class="status" data-testid="order-status">{status.label()}</span></p>
+            <p><span class="status" data-testid="order-status">{move || status.get().label()}</span></p>
             <table class="lines">
                 <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th></tr></thead>
                 <tbody>
@@ -52,7 +52,55 @@ fn OrderDetails(order: Order) -> impl IntoView {
                 </tbody>
                 <tfoot><tr><th>"Total"</th><th></th><th class="num">{format_money(total_cents, &currency)}</th></tr></tfoot>
             </table>
+            <Show when=awaiting_payment>
+                <PayForm order_id=id pay_key=pay_key.clone() status/>
+            </Show>
             <a href="/orders">"All my orders"</a>
         </div>
+    }
+}
+
+/// The payment form, driven by the same submit-once hook as the checkout. Once the charge
+/// is accepted, the page asks for the order's status until the payment has settled (by the
+/// charge's answer or the provider's callback, whichever lands first).
+#[component]
+fn PayForm(order_id: Uuid, pay_key: String, status: RwSignal<OrderStatus>) -> impl IntoView {
+    let card = RwSignal::new(TEST_CARD.to_owned());
+    let submit = use_submit_once(format!("pay:{order_id}"), pay_key, move |_payment| {
+        leptos::task::spawn_local(watch_until_settled(order_id, status));
+    });
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        let body = serde_json::json!({ "card_number": card.get_untracked() }).to_string();
+        submit.submit(&format!("/api/orders/{order_id}/payments"), body);
+    };
+    view! {
+        <form class="pay-form" on:submit=on_submit>
+            <label>
+                "Card number"
+                <input
+                    name="card_number"
+                    inputmode="numeric"
+                    autocomplete="cc-number"
+                    value=TEST_CARD
+                    prop:value=move || card.get()
+                    on:input=move |ev| card.set(event_target_value(&ev))
+                />
+            </label>
+            <button type="submit" class="primary" disabled=move || submit.busy.get()>"Pay"</button>
+        </form>
+        <p class="progress" role="status" data-testid="pay-status">{move || submit.message.get()}</p>
+    }
+}
+
+async fn watch_until_settled(order_id: Uuid, status: RwSignal<OrderStatus>) {
+    for _ in 0..STATUS_POLLS {
+        if let Ok(Some(now)) = get_order_status(order_id.to_string()).await {
+            status.set(now);
+            if now != OrderStatus::PendingPayment {
+                return;
+            }
+        }
+        pause(1000).await;
     }
 }

@@ -1,0 +1,73 @@
+import { test, expect, Page } from '@playwright/test';
+import { hydrated } from '../support/shop';
+
+const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
+
+test.afterEach(async ({ page }, testInfo) => {
+  await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
+});
+
+/** Places an order through the API with the page's session; returns its id. */
+async function placeOrder(page: Page): Promise<string> {
+  const response = await page.request.post('/api/orders', {
+    headers: { 'idempotency-key': crypto.randomUUID() },
+    data: { items: [{ sku: 'PEN-005', quantity: 1 }] },
+  });
+  expect(response.status()).toBe(201);
+  return (await response.json()).id;
+}
+
+/** Charges in the provider's own ledger for this order's payment attempts. */
+async function providerCharges(page: Page, orderId: string): Promise<number> {
+  const payments: any[] = await (await page.request.get(`/api/orders/${orderId}/payments`)).json();
+  const references = new Set(payments.map((p) => p.id));
+  const ledger = await (await page.request.get(`${PROVIDER()}/v1/transactions?limit=100`)).json();
+  let count = ledger.data.filter((c: any) => references.has(c.reference)).length;
+  let cursor = ledger.next_cursor;
+  while (cursor) {
+    const next = await (await page.request.get(`${PROVIDER()}/v1/transactions?limit=100&starting_after=${cursor}`)).json();
+    count += next.data.filter((c: any) => references.has(c.reference)).length;
+    cursor = next.next_cursor;
+  }
+  return count;
+}
+
+test('double-clicking "Pay" charges once and the page shows Paid', async ({ page }) => {
+  const orderId = await placeOrder(page);
+  await page.goto(`/orders/${orderId}`);
+  await hydrated(page);
+  await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+  await page.getByRole('button', { name: 'Pay' }).dblclick();
+
+  await expect(page.getByTestId('order-status')).toHaveText('Paid');
+  await expect(page.getByRole('button', { name: 'Pay' })).toHaveCount(0);
+  expect(await providerCharges(page, orderId)).toBe(1);
+});
+
+test('paying with the lost-response card still charges once and shows Paid', async ({ page }) => {
+  const orderId = await placeOrder(page);
+  await page.goto(`/orders/${orderId}`);
+  await hydrated(page);
+  await page.getByLabel('Card number').fill('4000000000000259');
+  await page.getByRole('button', { name: 'Pay' }).click();
+
+  await expect(page.getByTestId('order-status')).toHaveText('Paid');
+  expect(await providerCharges(page, orderId)).toBe(1);
+  await page.reload();
+  await expect(page.getByTestId('order-status')).toHaveText('Paid');
+});
+
+test('a declined card is shown, and paying again with a good card works', async ({ page }) => {
+  const orderId = await placeOrder(page);
+  await page.goto(`/orders/${orderId}`);
+  await hydrated(page);
+  await page.getByLabel('Card number').fill('4000000000000002');
+  await page.getByRole('button', { name: 'Pay' }).click();
+  await expect(page.getByTestId('pay-status')).toHaveText(/declined/);
+  await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+
+  await page.getByLabel('Card number').fill('4242424242424242');
+  await page.getByRole('button', { name: 'Pay' }).click();
+  await expect(page.getByTestId('order-status')).toHaveText('Paid');
+  expect(await providerCharges(page, orderId)).toBe(2);
+});
