@@ -43,7 +43,10 @@ pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
 pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
     let backend = crate::backend::backend()?;
     let order = find_order(&id).await?;
-    Ok(order.map(|order| OrderPage { order, pay_key: backend.fresh_key() }))
+    Ok(order.map(|order| OrderPage {
+        order,
+        pay_key: backend.fresh_key(),
+    }))
 }
 
 /// Just the status, for the order page to poll while a payment settles.

@@ -75,7 +75,8 @@ impl SubmitOnce {
             Some(stored) => {
                 self.key.set(stored.key.clone());
                 if stored.url.is_some() && stored.body.is_some() {
-                    self.message.set(Some("Resuming where you left off…".into()));
+                    self.message
+                        .set(Some("Resuming where you left off…".into()));
                     self.send(stored);
                 }
             }

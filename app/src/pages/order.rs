@@ -17,7 +17,10 @@ const STATUS_POLLS: u32 = 60;
 #[component]
 pub fn OrderPage() -> impl IntoView {
     let params = use_params_map();
-    let page = Resource::new(move || params.read().get("id").unwrap_or_default(), get_order);
+    let page = Resource::new(
+        move || params.read().get("id").unwrap_or_default(),
+        get_order,
+    );
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
             <ErrorBoundary fallback=|_| view! { <p class="error">"The order could not be loaded. Please reload."</p> }>
@@ -35,7 +38,15 @@ pub fn OrderPage() -> impl IntoView {
 #[component]
 fn OrderDetails(page: OrderPageData) -> impl IntoView {
     let OrderPageData { order, pay_key } = page;
-    let Order { id, order_no, status, currency, total_cents, items, .. } = order;
+    let Order {
+        id,
+        order_no,
+        status,
+        currency,
+        total_cents,
+        items,
+        ..
+    } = order;
     let status = RwSignal::new(status);
     let awaiting_payment = move || status.get() == OrderStatus::PendingPayment;
     view! {

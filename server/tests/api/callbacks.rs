@@ -92,15 +92,7 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
 async fn a_success_arriving_before_the_charge_answer_is_applied_once() {
     let (app, _provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
-    // An attempt the charge call has not finished yet.
-    let payment_id: String = sqlx::query_scalar(
-        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
-         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
-    )
-    .bind(&order_id)
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    let payment_id = pending_attempt(&app, &order_id).await;
     let early = callback(
         "charge.succeeded",
         "txn_early",
@@ -209,14 +201,7 @@ async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
 async fn a_callback_whose_amount_does_not_match_the_order_is_refused_and_recorded() {
     let (app, _provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
-    let payment_id: String = sqlx::query_scalar(
-        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
-         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
-    )
-    .bind(&order_id)
-    .fetch_one(&app.db)
-    .await
-    .unwrap();
+    let payment_id = pending_attempt(&app, &order_id).await;
     let wrong = callback("charge.succeeded", "txn_wrong", "ch_wrong", 1, &payment_id);
     let body: serde_json::Value = app.send_callback(&wrong, now()).await.json().await.unwrap();
     assert_eq!(body["outcome"], "amount_mismatch");

@@ -13,19 +13,41 @@ async fn add_mugs(app: &TestApp, client: &reqwest::Client) {
     assert!(added.status().is_success() || added.status().is_redirection());
 }
 
+fn form_request(
+    app: &TestApp,
+    client: &reqwest::Client,
+    key: &str,
+    held_at: Option<&str>,
+) -> reqwest::RequestBuilder {
+    let request = client
+        .post(app.url("/checkout"))
+        .form(&[("idempotency_key", key)]);
+    match held_at {
+        Some(gate) => request.header("once-test-hold", gate),
+        None => request,
+    }
+}
+
 async fn submit_form(
     app: &TestApp,
     client: &reqwest::Client,
     key: &str,
     held_at: Option<&str>,
 ) -> reqwest::Response {
-    let mut request = client
-        .post(app.url("/checkout"))
-        .form(&[("idempotency_key", key)]);
-    if let Some(gate) = held_at {
-        request = request.header("once-test-hold", gate);
-    }
-    request.send().await.unwrap()
+    form_request(app, client, key, held_at)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Submits the form in the background (the shopper's first click, or a second one).
+fn spawn_form(
+    app: &TestApp,
+    key: &str,
+    held_at: Option<&str>,
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let request = form_request(app, &app.client, key, held_at);
+    tokio::spawn(async move { request.send().await.unwrap() })
 }
 
 fn location(response: &reqwest::Response) -> String {
@@ -117,30 +139,9 @@ async fn a_native_submit_creates_the_order_and_redirects_to_it() {
 async fn a_repeat_while_the_first_is_processing_waits_and_redirects_to_the_same_order() {
     let app = spawn_app_with_faults(|_| {}).await;
     add_mugs(&app, &app.client).await;
-    let first = {
-        let (client, address) = (app.client.clone(), app.address.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{address}/checkout"))
-                .header("once-test-hold", "form")
-                .form(&[("idempotency_key", "form-2")])
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let first = spawn_form(&app, "form-2", Some("form"));
     app.wait_until_held("form", 1).await;
-    let second = {
-        let (client, address) = (app.client.clone(), app.address.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{address}/checkout"))
-                .form(&[("idempotency_key", "form-2")])
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let second = spawn_form(&app, "form-2", None);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     app.open_gate("form").await;
     let (first, second) = (first.await.unwrap(), second.await.unwrap());

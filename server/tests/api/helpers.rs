@@ -203,18 +203,41 @@ pub async fn spawn_app_with_faults(customize: impl FnOnce(&mut Config)) -> TestA
 }
 
 impl TestApp {
+    /// Starts `POST /api/orders` (two mugs) in the background, to be held inside its
+    /// transaction at the fault-injection gate `gate`.
+    pub fn spawn_held_order(
+        &self,
+        key: &str,
+        gate: &str,
+    ) -> tokio::task::JoinHandle<reqwest::Response> {
+        let request = self
+            .client
+            .post(self.url("/api/orders"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", key)
+            .header("once-test-hold", gate)
+            .body(MUG_ORDER);
+        tokio::spawn(async move { request.send().await.expect("request sent") })
+    }
+
+    /// `GET path` as `client`, parsed as JSON.
+    pub async fn get_json(&self, client: &Client, path: &str) -> serde_json::Value {
+        client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+            .json()
+            .await
+            .expect("a JSON body")
+    }
+
     /// Waits until `n` requests are held at the gate `name`.
     pub async fn wait_until_held(&self, name: &str, n: u64) {
         for _ in 0..200 {
-            let status: serde_json::Value = self
-                .client
-                .get(self.url(&format!("/_test/gates/{name}")))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let status = self
+                .get_json(&self.client, &format!("/_test/gates/{name}"))
+                .await;
             if status["waiting"].as_u64() == Some(n) {
                 return;
             }
@@ -315,6 +338,19 @@ impl TestProvider {
             .await
             .unwrap()
     }
+}
+
+/// A payment attempt the charge call has not finished yet (as if its answer were still on
+/// the way); returns its id.
+pub async fn pending_attempt(app: &TestApp, order_id: &str) -> String {
+    sqlx::query_scalar(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
+    )
+    .bind(order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
 }
 
 /// Places an order for two mugs (€36.00) and returns its id.

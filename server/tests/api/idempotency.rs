@@ -107,20 +107,7 @@ async fn repeat_with_a_different_request_is_422_and_executes_nothing() {
 #[tokio::test]
 async fn repeat_while_the_first_is_processing_is_409_with_retry_after() {
     let app = spawn_app_with_faults(|_| {}).await;
-    let first = {
-        let (client, app2) = (app.client.clone(), app.address.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{app2}/api/orders"))
-                .header("content-type", "application/json")
-                .header("idempotency-key", "busy-1")
-                .header("once-test-hold", "busy")
-                .body(MUG_ORDER)
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let first = app.spawn_held_order("busy-1", "busy");
     app.wait_until_held("busy", 1).await;
 
     let repeat = post_order(&app.client, &app, Some("busy-1"), MUG_ORDER).await;
@@ -129,27 +116,15 @@ async fn repeat_while_the_first_is_processing_is_409_with_retry_after() {
     assert_eq!(body["retryable"], true);
 
     let status: serde_json::Value = app
-        .client
-        .get(app.url("/api/idempotency-keys/busy-1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&app.client, "/api/idempotency-keys/busy-1")
+        .await;
     assert_eq!(status["state"], "processing");
 
     app.open_gate("busy").await;
     assert_eq!(first.await.unwrap().status(), 201);
     let status: serde_json::Value = app
-        .client
-        .get(app.url("/api/idempotency-keys/busy-1"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&app.client, "/api/idempotency-keys/busy-1")
+        .await;
     assert_eq!(status["state"], "completed");
     assert_eq!(status["response_status"], 201);
     assert!(status["location"]
@@ -162,20 +137,7 @@ async fn repeat_while_the_first_is_processing_is_409_with_retry_after() {
 #[tokio::test]
 async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
     let app = spawn_app_with_faults(|c| c.idempotency_lease = Duration::from_millis(500)).await;
-    let stale = {
-        let (client, address) = (app.client.clone(), app.address.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{address}/api/orders"))
-                .header("content-type", "application/json")
-                .header("idempotency-key", "lease-1")
-                .header("once-test-hold", "paused")
-                .body(MUG_ORDER)
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let stale = app.spawn_held_order("lease-1", "paused");
     app.wait_until_held("paused", 1).await;
     // The holder's order rows exist inside its open transaction, invisible to others.
     tokio::time::sleep(Duration::from_millis(700)).await;
@@ -323,20 +285,7 @@ async fn an_unreachable_database_is_503_with_retry_after_and_the_pool_recovers()
 #[tokio::test]
 async fn connections_killed_mid_request_leave_no_half_written_order() {
     let app = spawn_app_with_faults(|_| {}).await;
-    let held = {
-        let (client, address) = (app.client.clone(), app.address.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{address}/api/orders"))
-                .header("content-type", "application/json")
-                .header("idempotency-key", "killed-1")
-                .header("once-test-hold", "kill")
-                .body(MUG_ORDER)
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let held = app.spawn_held_order("killed-1", "kill");
     app.wait_until_held("kill", 1).await;
     app.kill_connections().await; // pg_terminate_backend on every connection of the app
     app.open_gate("kill").await;
