@@ -59,15 +59,7 @@ fn location(response: &reqwest::Response) -> String {
 async fn the_checkout_page_renders_the_cart_and_a_fresh_key() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
-    let html = app
-        .client
-        .get(app.url("/checkout"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.get_text(&app.client, "/checkout").await;
     assert!(
         html.contains("Stoneware mug") && html.contains("€36.00"),
         "the cart, priced by the server"
@@ -80,15 +72,7 @@ async fn the_checkout_page_renders_the_cart_and_a_fresh_key() {
             + 30;
         html[start..start + 36].to_owned()
     };
-    let again = app
-        .client
-        .get(app.url("/checkout"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let again = app.get_text(&app.client, "/checkout").await;
     assert_ne!(key_of(&html), key_of(&again), "each render is a new intent");
 }
 
@@ -101,15 +85,7 @@ async fn a_native_submit_creates_the_order_and_redirects_to_it() {
     assert!(page.starts_with("/orders/"), "{page}");
     assert_eq!(app.count("orders").await, 1);
 
-    let html = app
-        .client
-        .get(app.url(&page))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.get_text(&app.client, &page).await;
     assert!(
         html.contains("ONC-") && html.contains("Pending payment"),
         "the order page shows number and status"
@@ -163,34 +139,12 @@ async fn my_orders_lists_only_this_sessions_orders() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
     let page = location(&submit_form(&app, &app.client, "form-4", None).await);
-    let html = app
-        .client
-        .get(app.url("/orders"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let html = app.get_text(&app.client, "/orders").await;
     assert!(html.contains(&page), "my order is linked");
 
     let stranger = shopper();
-    let theirs = stranger
-        .get(app.url("/orders"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let theirs = app.get_text(&stranger, "/orders").await;
     assert!(!theirs.contains(&page) && theirs.contains("No orders yet"));
-    let their_view = stranger
-        .get(app.url(&page))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let their_view = app.get_text(&stranger, &page).await;
     assert!(their_view.contains("There is no such order"));
 }

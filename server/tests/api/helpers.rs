@@ -220,6 +220,18 @@ impl TestApp {
         tokio::spawn(async move { request.send().await.expect("request sent") })
     }
 
+    /// `GET path` as `client`: the body as text (a page's HTML).
+    pub async fn get_text(&self, client: &Client, path: &str) -> String {
+        client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request sent")
+            .text()
+            .await
+            .expect("a text body")
+    }
+
     /// `GET path` as `client`, parsed as JSON.
     pub async fn get_json(&self, client: &Client, path: &str) -> serde_json::Value {
         client

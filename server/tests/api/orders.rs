@@ -128,14 +128,9 @@ async fn another_session_with_the_same_key_is_a_different_request() {
             .await
             .unwrap();
     assert_eq!(my_key_rows, 2);
-    let status: serde_json::Value = stranger
-        .get(app.url("/api/idempotency-keys/shared-key"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let status: serde_json::Value = app
+        .get_json(&stranger, "/api/idempotency-keys/shared-key")
+        .await;
     assert_ne!(status["location"].as_str().unwrap(), my_location);
     let unknown = stranger
         .get(app.url("/api/idempotency-keys/only-mine"))
@@ -167,15 +162,8 @@ async fn orders_are_listed_newest_first_and_shown_by_id() {
     .await
     .unwrap();
 
-    let list: Vec<serde_json::Value> = app
-        .client
-        .get(app.url("/api/orders"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = app.get_json(&app.client, "/api/orders").await;
+    let list = list.as_array().unwrap();
     assert_eq!(list.len(), 2);
     assert_eq!(list[0]["id"], second["id"], "newest first");
     assert!(list[0]["order_no"].as_str().unwrap().starts_with("ONC-"));
