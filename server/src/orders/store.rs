@@ -136,6 +136,14 @@ async fn insert_items(
     Ok(())
 }
 
+/// An order with its lines, in one query: the lines are aggregated as JSON.
+const SELECT_ORDERS: &str = "
+    SELECT o.id, o.order_no, o.status, o.currency, o.total_cents, o.created_at,
+           coalesce(json_agg(json_build_object('sku', i.sku, 'name', i.name, 'quantity', i.quantity,
+                                               'unit_price_cents', i.unit_price_cents) ORDER BY i.line_no)
+                    FILTER (WHERE i.order_id IS NOT NULL), '[]') AS items
+      FROM orders o LEFT JOIN order_items i ON i.order_id = o.id";
+
 #[derive(sqlx::FromRow)]
 struct OrderRow {
     id: Uuid,
@@ -144,60 +152,41 @@ struct OrderRow {
     currency: String,
     total_cents: i64,
     created_at: chrono::DateTime<chrono::Utc>,
+    items: sqlx::types::Json<Vec<OrderItem>>,
+}
+
+impl From<OrderRow> for Order {
+    fn from(row: OrderRow) -> Self {
+        Order {
+            id: row.id,
+            order_no: row.order_no,
+            status: OrderStatus::parse(&row.status).unwrap_or(OrderStatus::PendingPayment),
+            currency: row.currency,
+            total_cents: row.total_cents,
+            items: row.items.0,
+            created_at: row.created_at.to_rfc3339(),
+        }
+    }
 }
 
 pub async fn find(db: &PgPool, session_id: &str, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
-    let row: Option<OrderRow> = sqlx::query_as(
-        "SELECT id, order_no, status, currency, total_cents, created_at FROM orders WHERE id = $1 AND session_id = $2",
-    )
+    let row: Option<OrderRow> = sqlx::query_as(&format!(
+        "{SELECT_ORDERS} WHERE o.id = $1 AND o.session_id = $2 GROUP BY o.id"
+    ))
     .bind(id)
     .bind(session_id)
     .fetch_optional(db)
     .await?;
-    match row {
-        Some(row) => Ok(Some(with_items(db, row).await?)),
-        None => Ok(None),
-    }
+    Ok(row.map(Order::from))
 }
 
-/// The session's orders, newest first.
+/// The session's orders, newest first (the latest 200).
 pub async fn for_session(db: &PgPool, session_id: &str) -> Result<Vec<Order>, sqlx::Error> {
-    let rows: Vec<OrderRow> = sqlx::query_as(
-        "SELECT id, order_no, status, currency, total_cents, created_at FROM orders
-          WHERE session_id = $1 ORDER BY created_at DESC, order_no DESC LIMIT 200",
-    )
+    let rows: Vec<OrderRow> = sqlx::query_as(&format!(
+        "{SELECT_ORDERS} WHERE o.session_id = $1 GROUP BY o.id ORDER BY o.created_at DESC, o.order_no DESC LIMIT 200"
+    ))
     .bind(session_id)
     .fetch_all(db)
     .await?;
-    let mut orders = Vec::with_capacity(rows.len());
-    for row in rows {
-        orders.push(with_items(db, row).await?);
-    }
-    Ok(orders)
-}
-
-async fn with_items(db: &PgPool, row: OrderRow) -> Result<Order, sqlx::Error> {
-    let items: Vec<(String, String, i32, i64)> = sqlx::query_as(
-        "SELECT sku, name, quantity, unit_price_cents FROM order_items WHERE order_id = $1 ORDER BY line_no",
-    )
-    .bind(row.id)
-    .fetch_all(db)
-    .await?;
-    Ok(Order {
-        id: row.id,
-        order_no: row.order_no,
-        status: OrderStatus::parse(&row.status).unwrap_or(OrderStatus::PendingPayment),
-        currency: row.currency,
-        total_cents: row.total_cents,
-        items: items
-            .into_iter()
-            .map(|(sku, name, quantity, unit_price_cents)| OrderItem {
-                sku,
-                name,
-                quantity,
-                unit_price_cents,
-            })
-            .collect(),
-        created_at: row.created_at.to_rfc3339(),
-    })
+    Ok(rows.into_iter().map(Order::from).collect())
 }
