@@ -164,3 +164,29 @@ async fn add_to_cart_keeps_the_cart_in_the_session() {
     assert_eq!(cart["lines"][0]["sku"], "MUG-001");
     assert_eq!(cart["lines"][0]["quantity"], 2);
 }
+
+#[tokio::test]
+async fn sessions_survive_a_restart() {
+    let first = spawn_app().await;
+    let added = first
+        .client
+        .post(first.url("/_fn/add_to_cart"))
+        .form(&[("sku", "TEA-006"), ("quantity", "3")])
+        .send()
+        .await
+        .unwrap();
+    assert!(added.status().is_success() || added.status().is_redirection());
+    // Another process on the same database, the same cookie jar (cookies ignore the port).
+    let restarted = start(first.config.clone(), first.db_name.clone()).await;
+    let cart: serde_json::Value = first
+        .client
+        .post(restarted.url("/_fn/get_cart"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(cart["lines"][0]["sku"], "TEA-006");
+    assert_eq!(cart["lines"][0]["quantity"], 3);
+}

@@ -211,3 +211,36 @@ async fn the_order_number_is_unique_by_constraint() {
         Some("orders_order_no_key")
     );
 }
+
+#[tokio::test]
+async fn two_server_instances_on_one_database_still_make_one_order_per_key() {
+    let a = spawn_app().await;
+    let b = start(a.config.clone(), a.db_name.clone()).await;
+    // One shopper (one cookie jar) whose requests are spread over both instances.
+    let requests: Vec<_> = (0..40)
+        .map(|i| {
+            let address = if i % 2 == 0 {
+                a.address.clone()
+            } else {
+                b.address.clone()
+            };
+            let request = a
+                .client
+                .post(format!("{address}/api/orders"))
+                .header("content-type", "application/json")
+                .header("idempotency-key", "two-instances")
+                .body(MUG_ORDER);
+            tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
+        })
+        .collect();
+    for request in requests {
+        let status = request.await.unwrap();
+        assert!(status == 201 || status == 409, "got {status}");
+    }
+    assert_eq!(
+        a.count("orders").await,
+        1,
+        "the database, not process memory, decides"
+    );
+    assert_eq!(a.count("outbox_events").await, 1);
+}
