@@ -1,0 +1,185 @@
+//! Helpers for payment tests: the sandbox provider wired to the shop, orders to pay, and
+//! callbacks signed like the provider signs them.
+
+use std::net::SocketAddr;
+
+use uuid::Uuid;
+
+use super::{admin_url, post_order, shopper, spawn_app_with_faults, TestApp, MUG_ORDER};
+use sqlx::PgPool;
+
+/// The sandbox provider, running in this process on port 0 over real HTTP, with its own
+/// fresh database; its webhooks go to the shop under test.
+pub struct TestProvider {
+    pub address: String,
+    pub db: PgPool,
+    pub settings: provider::settings::SharedSettings,
+}
+
+/// A shop (with fault injection) and a provider wired to each other.
+pub async fn spawn_shop_and_provider() -> (TestApp, TestProvider) {
+    let config = provider::config::Config {
+        database_url: format!(
+            "{}/once_provider_test_{}",
+            admin_url(),
+            Uuid::new_v4().simple()
+        ),
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+        webhook_url: "http://127.0.0.1:9/not-yet".into(),
+        webhook_secret: provider::config::DEV_WEBHOOK_SECRET.into(),
+        chaos: Default::default(),
+    };
+    let provider_app = provider::startup::Application::build(config)
+        .await
+        .expect("provider builds");
+    let provider = TestProvider {
+        address: format!("http://127.0.0.1:{}", provider_app.port()),
+        db: provider_app.db().clone(),
+        settings: provider_app.settings(),
+    };
+    tokio::spawn(provider_app.run_until_stopped(std::future::pending()));
+    let provider_url = provider.address.clone();
+    let app = spawn_app_with_faults(move |c| c.provider_url = provider_url).await;
+    provider
+        .settings
+        .set_webhook_url(app.url("/webhooks/provider"));
+    (app, provider)
+}
+
+impl TestProvider {
+    /// Charges in the provider's ledger for one merchant reference (a payment attempt id).
+    pub async fn charges_for(&self, reference: &str) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM charges WHERE reference = $1")
+            .bind(reference)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    pub async fn charges(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM charges")
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+}
+
+/// A payment attempt the charge call has not finished yet (as if its answer were still on
+/// the way); returns its id.
+pub async fn pending_attempt(app: &TestApp, order_id: &str) -> String {
+    sqlx::query_scalar(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
+    )
+    .bind(order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
+}
+
+/// Places an order for two mugs (€36.00) and returns its id.
+pub async fn place_order(app: &TestApp) -> String {
+    let response = post_order(
+        &app.client,
+        app,
+        Some(&Uuid::new_v4().to_string()),
+        MUG_ORDER,
+    )
+    .await;
+    assert_eq!(response.status(), 201);
+    let order: serde_json::Value = response.json().await.unwrap();
+    order["id"].as_str().unwrap().to_owned()
+}
+
+pub async fn pay(
+    app: &TestApp,
+    order_id: &str,
+    key: &str,
+    card: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    let mut request = app
+        .client
+        .post(app.url(&format!("/api/orders/{order_id}/payments")))
+        .header("idempotency-key", key)
+        .json(&serde_json::json!({ "card_number": card }));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// Polls `check` for up to ten seconds.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..100 {
+        if check().await {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("timed out waiting until {what}");
+}
+
+impl TestApp {
+    pub async fn order_status(&self, order_id: &str) -> String {
+        sqlx::query_scalar("SELECT status FROM orders WHERE id = $1::uuid")
+            .bind(order_id)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    pub async fn count_where(&self, table: &str, condition: &str) -> i64 {
+        sqlx::query_scalar(&format!("SELECT count(*) FROM {table} WHERE {condition}"))
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
+    /// Sends a provider callback signed with the development secret at `timestamp`.
+    pub async fn send_callback(
+        &self,
+        body: &serde_json::Value,
+        timestamp: i64,
+    ) -> reqwest::Response {
+        let body = serde_json::to_vec(body).unwrap();
+        let signature =
+            provider::webhooks::sign(provider::config::DEV_WEBHOOK_SECRET, timestamp, &body);
+        shopper()
+            .post(self.url("/webhooks/provider"))
+            .header("content-type", "application/json")
+            .header("once-signature", signature)
+            .body(body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+/// A callback body as the provider would send it.
+pub fn callback(
+    kind: &str,
+    tx_no: &str,
+    charge_id: &str,
+    amount_cents: i64,
+    reference: &str,
+) -> serde_json::Value {
+    serde_json::json!({
+        "id": format!("evt_{}", Uuid::new_v4().simple()),
+        "type": kind,
+        "tx_no": tx_no,
+        "created": chrono::Utc::now().timestamp(),
+        "data": {
+            "charge_id": charge_id,
+            "amount_cents": amount_cents,
+            "currency": "EUR",
+            "reference": reference,
+            "status": if kind == "charge.succeeded" { "succeeded" } else { "failed" },
+            "failure_code": null
+        }
+    })
+}
