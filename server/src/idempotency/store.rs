@@ -87,30 +87,43 @@ pub async fn claim(
     Ok(Claimed::Existing(existing(db, req).await?))
 }
 
+#[derive(sqlx::FromRow)]
+struct KeyRow {
+    fingerprint: String,
+    state: String,
+    lease_valid: bool,
+    response_status: Option<i16>,
+    response_headers: Option<serde_json::Value>,
+    response_body: Option<Vec<u8>>,
+}
+
+/// What the table holds for `req`'s key, judged against `req`.
 pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
-    let row: Option<(String, String, bool, Option<i16>, Option<serde_json::Value>, Option<Vec<u8>>)> = sqlx::query_as(
-        "SELECT fingerprint, state, coalesce(locked_until > now(), false), response_status, response_headers, response_body
+    let row: Option<KeyRow> = sqlx::query_as(
+        "SELECT fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
+                response_status, response_headers, response_body
            FROM idempotency_keys WHERE scope = $1 AND key = $2",
     )
     .bind(&req.scope)
     .bind(req.key.as_str())
     .fetch_optional(db)
     .await?;
-    let Some((fingerprint, state, lease_valid, status, headers, body)) = row else {
+    let Some(row) = row else {
         return Ok(Existing::Reclaimable); // purged in between
     };
-    if fingerprint != req.fingerprint.as_str() {
+    if row.fingerprint != req.fingerprint.as_str() {
         return Ok(Existing::DifferentRequest);
     }
-    Ok(match (state.as_str(), status, body) {
-        ("completed", Some(status), Some(body)) => Existing::Completed(StoredResponse::from_parts(
-            status,
-            &headers.unwrap_or_default(),
-            body,
-        )),
-        ("processing", _, _) if lease_valid => Existing::InProgress,
-        _ => Existing::Reclaimable,
-    })
+    Ok(
+        match (row.state.as_str(), row.response_status, row.response_body) {
+            ("completed", Some(status), Some(body)) => {
+                let headers = row.response_headers.unwrap_or_default();
+                Existing::Completed(StoredResponse::from_parts(status, &headers, body))
+            }
+            ("processing", _, _) if row.lease_valid => Existing::InProgress,
+            _ => Existing::Reclaimable,
+        },
+    )
 }
 
 /// Stores the outcome, fenced on our lease: `false` means another request took the key
