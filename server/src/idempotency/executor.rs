@@ -160,13 +160,14 @@ where
         Ok(Start::Replay(stored)) => return stored.into_response(true),
         Err(e) => return e.into_response(),
     };
-    let outcome = match work(idem.db.clone()).await {
-        Ok((tx, reply)) => match idem.faults.inject(&req.faults).await {
-            Ok(()) => Ok((tx, reply)),
-            Err(e) => Err(e), // dropping `tx` rolls the business writes back
-        },
-        Err(e) => Err(e),
-    };
+    let outcome: Result<(PgTx, Reply), ApiError> = async {
+        let (tx, reply) = work(idem.db.clone()).await?;
+        // Tests may hold the request here, inside its open transaction, or fail it; a
+        // failure drops `tx`, which rolls the business writes back.
+        idem.faults.inject(&req.faults).await?;
+        Ok((tx, reply))
+    }
+    .await;
     match outcome {
         Ok((tx, reply)) => {
             idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply))
