@@ -9,9 +9,16 @@ async fn main() -> anyhow::Result<()> {
         .with_target(false)
         .init();
     let app = Application::build(Config::from_env()?).await?;
-    app.run_until_stopped(async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await?;
+    app.run_until_stopped(shutdown_signal()).await?;
     Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut terminate = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
 }

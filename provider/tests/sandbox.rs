@@ -243,3 +243,54 @@ async fn webhooks_are_signed_and_duplicated_on_demand() {
         "copies share the transaction number"
     );
 }
+
+#[tokio::test]
+async fn chaos_delays_and_loses_deliveries_which_are_retried_until_they_land() {
+    let (url, mut received) = merchant().await;
+    let chaos = Chaos {
+        drop_rate: 1.0,
+        delay_ms: 300,
+        shuffle: true,
+        ..Chaos::default()
+    };
+    let sandbox = spawn(chaos, url).await;
+    for i in 0..3 {
+        sandbox
+            .charge(&format!("c{i}"), "4242424242424242", 100 + i)
+            .await;
+    }
+    // Every attempt is lost on the way: nothing arrives, and the queue counts the attempts.
+    let nothing =
+        tokio::time::timeout(std::time::Duration::from_millis(1500), received.recv()).await;
+    assert!(
+        nothing.is_err(),
+        "a lost delivery never reaches the merchant"
+    );
+    let attempted: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM webhook_deliveries WHERE attempts > 0 AND delivered_at IS NULL",
+    )
+    .fetch_one(&sandbox.db)
+    .await
+    .unwrap();
+    assert_eq!(attempted, 3);
+
+    // The network heals (through the admin endpoint): the retries deliver every event.
+    let healed = sandbox
+        .http
+        .post(format!("{}/v1/admin/chaos", sandbox.url))
+        .json(&json!({ "shuffle": true }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(healed.status(), 200);
+    let mut amounts = Vec::new();
+    for _ in 0..3 {
+        let (_, event) = tokio::time::timeout(std::time::Duration::from_secs(15), received.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        amounts.push(event["data"]["amount_cents"].as_i64().unwrap());
+    }
+    amounts.sort();
+    assert_eq!(amounts, vec![100, 101, 102]);
+}
