@@ -28,12 +28,24 @@ pub struct SubmitOnce {
     on_success: StoredValue<Box<dyn Fn(serde_json::Value) + Send + Sync>>,
 }
 
-/// What is kept in `sessionStorage` under the slot's name.
+/// What is kept in `sessionStorage` under the slot's name. `url` and `body` are set while
+/// a submit is in flight, so that a reload can resume it.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct Intent {
     key: String,
     url: Option<String>,
     body: Option<String>,
+}
+
+impl Intent {
+    /// An intent with a key and nothing in flight.
+    fn idle(key: String) -> Self {
+        Self {
+            key,
+            url: None,
+            body: None,
+        }
+    }
 }
 
 /// Creates the hook for one kind of intent (`slot`), starting from the key the server
@@ -66,7 +78,7 @@ impl SubmitOnce {
             url: Some(url.to_owned()),
             body: Some(body),
         };
-        browser::save(&self.slot.get_value(), &intent);
+        self.remember(&intent);
         self.send(intent);
     }
 
@@ -80,14 +92,7 @@ impl SubmitOnce {
                     self.send(stored);
                 }
             }
-            None => browser::save(
-                &self.slot.get_value(),
-                &Intent {
-                    key: self.key.get_untracked(),
-                    url: None,
-                    body: None,
-                },
-            ),
+            None => self.remember(&Intent::idle(self.key.get_untracked())),
         }
     }
 
@@ -113,29 +118,19 @@ impl SubmitOnce {
             }
             Outcome::GaveUp(detail) => {
                 // Not definitive: keep the key, so the next click is the same intent.
-                browser::save(
-                    &self.slot.get_value(),
-                    &Intent {
-                        key: self.key.get_untracked(),
-                        url: None,
-                        body: None,
-                    },
-                );
+                self.remember(&Intent::idle(self.key.get_untracked()));
                 self.message.set(Some(detail));
             }
         }
     }
 
+    fn remember(self, intent: &Intent) {
+        browser::save(&self.slot.get_value(), intent);
+    }
+
     fn start_new_intent(self) {
         let key = browser::new_key();
-        browser::save(
-            &self.slot.get_value(),
-            &Intent {
-                key: key.clone(),
-                url: None,
-                body: None,
-            },
-        );
+        self.remember(&Intent::idle(key.clone()));
         self.key.set(key);
     }
 }
