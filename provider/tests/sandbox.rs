@@ -42,6 +42,10 @@ async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
 }
 
 impl Sandbox {
+    async fn charge_json(&self, key: &str, card: &str, amount: i64) -> Value {
+        self.charge(key, card, amount).await.json().await.unwrap()
+    }
+
     async fn charge(&self, key: &str, card: &str, amount: i64) -> reqwest::Response {
         self.http
             .post(format!("{}/v1/charges", self.url))
@@ -77,12 +81,7 @@ async fn merchant() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
 #[tokio::test]
 async fn a_charge_is_idempotent_on_its_key() {
     let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/".into()).await;
-    let first: Value = sandbox
-        .charge("k1", "4242424242424242", 1800)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let first: Value = sandbox.charge_json("k1", "4242424242424242", 1800).await;
     assert_eq!(first["status"], "succeeded");
     let replay = sandbox.charge("k1", "4242424242424242", 1800).await;
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
@@ -108,12 +107,7 @@ async fn a_charge_is_idempotent_on_its_key() {
 #[tokio::test]
 async fn test_cards_pick_the_outcome() {
     let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/".into()).await;
-    let declined: Value = sandbox
-        .charge("d", "4000000000000002", 500)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let declined: Value = sandbox.charge_json("d", "4000000000000002", 500).await;
     assert_eq!(declined["status"], "failed");
     assert_eq!(declined["failure_code"], "card_declined");
 
@@ -128,12 +122,7 @@ async fn test_cards_pick_the_outcome() {
         lost.is_err(),
         "no answer the first time: the connection is cut"
     );
-    let after: Value = sandbox
-        .charge("lost", "4000000000000259", 500)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let after: Value = sandbox.charge_json("lost", "4000000000000259", 500).await;
     assert_eq!(
         after["status"], "succeeded",
         "the charge was committed before the answer was lost"
@@ -209,12 +198,7 @@ async fn webhooks_are_signed_and_duplicated_on_demand() {
         url,
     )
     .await;
-    let charge: Value = sandbox
-        .charge("w1", "4242424242424242", 700)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let charge: Value = sandbox.charge_json("w1", "4242424242424242", 700).await;
     let mut events = Vec::new();
     for _ in 0..3 {
         let (signature, event) =

@@ -4,13 +4,7 @@
 use crate::helpers::*;
 
 async fn add_mugs(app: &TestApp, client: &reqwest::Client) {
-    let added = client
-        .post(app.url("/_fn/add_to_cart"))
-        .form(&[("sku", "MUG-001"), ("quantity", "2")])
-        .send()
-        .await
-        .unwrap();
-    assert!(added.status().is_success() || added.status().is_redirection());
+    app.add_to_cart(client, "MUG-001", 2).await;
 }
 
 fn form_request(
@@ -90,15 +84,7 @@ async fn a_native_submit_creates_the_order_and_redirects_to_it() {
         html.contains("ONC-") && html.contains("Pending payment"),
         "the order page shows number and status"
     );
-    let cart: serde_json::Value = app
-        .client
-        .post(app.url("/_fn/get_cart"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let cart = app.cart(&app.client).await;
     assert_eq!(
         cart["lines"].as_array().unwrap().len(),
         0,

@@ -139,28 +139,8 @@ async fn home_page_is_rendered_on_the_server_with_the_catalog() {
 async fn add_to_cart_keeps_the_cart_in_the_session() {
     let app = spawn_app().await;
     // Server functions take form posts, as the no-wasm form does.
-    let added = app
-        .client
-        .post(app.url("/_fn/add_to_cart"))
-        .header("accept", "application/json")
-        .form(&[("sku", "MUG-001"), ("quantity", "2")])
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        added.status().is_success() || added.status().is_redirection(),
-        "{}",
-        added.status()
-    );
-    let cart: serde_json::Value = app
-        .client
-        .post(app.url("/_fn/get_cart"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    app.add_to_cart(&app.client, "MUG-001", 2).await;
+    let cart = app.cart(&app.client).await;
     assert_eq!(cart["lines"][0]["sku"], "MUG-001");
     assert_eq!(cart["lines"][0]["quantity"], 2);
 }
@@ -168,25 +148,10 @@ async fn add_to_cart_keeps_the_cart_in_the_session() {
 #[tokio::test]
 async fn sessions_survive_a_restart() {
     let first = spawn_app().await;
-    let added = first
-        .client
-        .post(first.url("/_fn/add_to_cart"))
-        .form(&[("sku", "TEA-006"), ("quantity", "3")])
-        .send()
-        .await
-        .unwrap();
-    assert!(added.status().is_success() || added.status().is_redirection());
+    first.add_to_cart(&first.client, "TEA-006", 3).await;
     // Another process on the same database, the same cookie jar (cookies ignore the port).
     let restarted = start(first.config.clone(), first.db_name.clone()).await;
-    let cart: serde_json::Value = first
-        .client
-        .post(restarted.url("/_fn/get_cart"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let cart = restarted.cart(&first.client).await;
     assert_eq!(cart["lines"][0]["sku"], "TEA-006");
     assert_eq!(cart["lines"][0]["quantity"], 3);
 }

@@ -220,6 +220,31 @@ impl TestApp {
         tokio::spawn(async move { request.send().await.expect("request sent") })
     }
 
+    /// Adds to `client`'s cart through the server function the shop's form posts to.
+    pub async fn add_to_cart(&self, client: &Client, sku: &str, quantity: u32) {
+        let added = client
+            .post(self.url("/_fn/add_to_cart"))
+            .form(&[("sku", sku), ("quantity", &quantity.to_string())])
+            .send()
+            .await
+            .expect("request sent");
+        assert!(
+            added.status().is_success() || added.status().is_redirection(),
+            "{}",
+            added.status()
+        );
+    }
+
+    /// `client`'s cart, as the server function returns it.
+    pub async fn cart(&self, client: &Client) -> serde_json::Value {
+        let response = client
+            .post(self.url("/_fn/get_cart"))
+            .send()
+            .await
+            .expect("request sent");
+        response.json().await.expect("a JSON cart")
+    }
+
     /// `GET path` as `client`: the body as text (a page's HTML).
     pub async fn get_text(&self, client: &Client, path: &str) -> String {
         client
