@@ -73,13 +73,15 @@ async fn receive(
     let body = body.map_err(|_| ApiError::PayloadTooLarge)?;
     let header = headers.get("once-signature").and_then(|v| v.to_str().ok());
     signature::verify(header, &body, &secrets.0, chrono::Utc::now().timestamp()).map_err(refuse)?;
-    let event: ProviderEvent = serde_json::from_slice(&body).map_err(|e| {
+    // Parsed once; the raw JSON is kept with the callback row for operators.
+    let invalid = |e: serde_json::Error| {
         ApiError::bad_request(
             "invalid-callback",
             format!("the callback body is not valid: {e}"),
         )
-    })?;
-    let payload: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+    };
+    let payload: serde_json::Value = serde_json::from_slice(&body).map_err(invalid)?;
+    let event: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
     let outcome = record_and_apply(&db, &event, payload).await?;
     Ok(Json(json!({ "received": true, "outcome": outcome })))
 }

@@ -1,6 +1,7 @@
 //! Provider callbacks: signed, deduplicated by transaction number, applied once, forward only.
 
 use crate::helpers::*;
+use provider::config::DEV_WEBHOOK_SECRET;
 
 /// An order paid through the API; returns (order id, payment id, charge id).
 async fn paid_order(app: &TestApp) -> (String, String, String) {
@@ -35,24 +36,8 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
     );
     let deliveries: Vec<_> = (0..20)
         .map(|_| {
-            let (app_url, body) = (app.url("/webhooks/provider"), succeeded.clone());
-            tokio::spawn(async move {
-                let bytes = serde_json::to_vec(&body).unwrap();
-                let sig = provider::webhooks::sign(
-                    provider::config::DEV_WEBHOOK_SECRET,
-                    chrono::Utc::now().timestamp(),
-                    &bytes,
-                );
-                shopper()
-                    .post(app_url)
-                    .header("once-signature", sig)
-                    .body(bytes)
-                    .send()
-                    .await
-                    .unwrap()
-                    .status()
-                    .as_u16()
-            })
+            let request = signed_callback(&app, &succeeded, DEV_WEBHOOK_SECRET, now());
+            tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
         })
         .collect();
     for delivery in deliveries {
@@ -131,7 +116,7 @@ async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
         }
         request.send()
     };
-    let dev = provider::config::DEV_WEBHOOK_SECRET;
+    let dev = DEV_WEBHOOK_SECRET;
     assert_problem(
         post(None, bytes.clone()).await.unwrap(),
         400,
@@ -224,10 +209,7 @@ async fn a_rotated_secret_is_still_accepted() {
     let (app, _provider) = spawn_shop_and_provider().await;
     let rotated = start(
         server::config::Config {
-            webhook_secrets: vec![
-                "whsec_new".into(),
-                provider::config::DEV_WEBHOOK_SECRET.into(),
-            ],
+            webhook_secrets: vec!["whsec_new".into(), DEV_WEBHOOK_SECRET.into()],
             listen_addr: "127.0.0.1:0".parse().unwrap(),
             ..app.config.clone()
         },
@@ -241,15 +223,8 @@ async fn a_rotated_secret_is_still_accepted() {
         3600,
         &uuid::Uuid::new_v4().to_string(),
     );
-    let bytes = serde_json::to_vec(&body).unwrap();
-    for secret in ["whsec_new", provider::config::DEV_WEBHOOK_SECRET] {
-        let response = shopper()
-            .post(rotated.url("/webhooks/provider"))
-            .header(
-                "once-signature",
-                provider::webhooks::sign(secret, now(), &bytes),
-            )
-            .body(bytes.clone())
+    for secret in ["whsec_new", DEV_WEBHOOK_SECRET] {
+        let response = signed_callback(&rotated, &body, secret, now())
             .send()
             .await
             .unwrap();

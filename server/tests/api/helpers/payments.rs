@@ -146,14 +146,7 @@ impl TestApp {
         body: &serde_json::Value,
         timestamp: i64,
     ) -> reqwest::Response {
-        let body = serde_json::to_vec(body).unwrap();
-        let signature =
-            provider::webhooks::sign(provider::config::DEV_WEBHOOK_SECRET, timestamp, &body);
-        shopper()
-            .post(self.url("/webhooks/provider"))
-            .header("content-type", "application/json")
-            .header("once-signature", signature)
-            .body(body)
+        signed_callback(self, body, provider::config::DEV_WEBHOOK_SECRET, timestamp)
             .send()
             .await
             .unwrap()
@@ -182,4 +175,20 @@ pub fn callback(
             "failure_code": null
         }
     })
+}
+
+/// A callback to `app`, signed with `secret` at `timestamp` the way the provider signs it.
+pub fn signed_callback(
+    app: &TestApp,
+    body: &serde_json::Value,
+    secret: &str,
+    timestamp: i64,
+) -> reqwest::RequestBuilder {
+    let body = serde_json::to_vec(body).unwrap();
+    let signature = provider::webhooks::sign(secret, timestamp, &body);
+    shopper()
+        .post(app.url("/webhooks/provider"))
+        .header("content-type", "application/json")
+        .header("once-signature", signature)
+        .body(body)
 }
