@@ -25,12 +25,6 @@ pub async fn add_to_cart(sku: String, quantity: u32) -> Result<Cart, ServerFnErr
         .await?)
 }
 
-#[server(prefix = "/_fn", endpoint = "clear_cart")]
-pub async fn clear_cart() -> Result<(), ServerFnError> {
-    let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?.clear_cart(session).await?)
-}
-
 #[server(prefix = "/_fn", endpoint = "get_checkout")]
 pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
     let session = crate::backend::session().await?;

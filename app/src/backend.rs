@@ -27,8 +27,8 @@ pub trait ShopBackend: Send + Sync + 'static {
         sku: String,
         quantity: u32,
     ) -> BoxFuture<'_, Result<Cart, BackendError>>;
-    fn clear_cart(&self, session: Session) -> BoxFuture<'_, Result<(), BackendError>>;
-    /// The cart plus a fresh Idempotency-Key for the checkout form.
+    /// The cart plus its checkout Idempotency-Key: the same key for the same cart until its
+    /// intent ends (an order, a refusal, a change of the cart).
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>>;
     /// A new Idempotency-Key for a form the server renders.
     fn fresh_key(&self) -> String;

@@ -9,6 +9,7 @@
 //! | 4000000000000002 | declined (`status: failed`, `failure_code: card_declined`) |
 //! | 4000000000000259 | succeeds, but the first HTTP response is dropped after the commit |
 //! | 4000000000000077 | succeeds after 3 seconds |
+//! | 4000000000000127 | stays `processing`: an outcome not known yet (no webhook) |
 
 use std::time::Duration;
 
@@ -29,6 +30,7 @@ use crate::{error::ProviderError, settings::SharedSettings, startup::ProviderSta
 pub const CARD_DECLINED: &str = "4000000000000002";
 pub const CARD_DROP_RESPONSE: &str = "4000000000000259";
 pub const CARD_SLOW: &str = "4000000000000077";
+pub const CARD_PROCESSING: &str = "4000000000000127";
 const SLOW_ANSWER: Duration = Duration::from_secs(3);
 
 pub fn router() -> Router<ProviderState> {
@@ -103,7 +105,7 @@ async fn create(
     .bind(&request.currency)
     .bind(&request.card_number[request.card_number.len() - 4..])
     .bind(&request.reference)
-    .bind(if request.card_number == CARD_DECLINED { "failed" } else { "succeeded" })
+    .bind(outcome(&request.card_number))
     .bind((request.card_number == CARD_DECLINED).then_some("card_declined"))
     .fetch_optional(&mut *tx)
     .await?;
@@ -154,6 +156,15 @@ fn drop_the_response(charge_id: &str) -> ! {
         "sandbox: dropping this response on purpose (test card)"
     );
     std::panic::resume_unwind(Box::new("sandbox: response dropped on purpose"))
+}
+
+/// The status a test card's charge gets.
+fn outcome(card_number: &str) -> &'static str {
+    match card_number {
+        CARD_DECLINED => "failed",
+        CARD_PROCESSING => "processing",
+        _ => "succeeded",
+    }
 }
 
 fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {

@@ -4,9 +4,6 @@ use std::net::SocketAddr;
 
 use crate::settings::Chaos;
 
-/// The development signing secret; Once's server accepts it by default. Never use it anywhere real.
-pub const DEV_WEBHOOK_SECRET: &str = "whsec_once_development_only";
-
 #[derive(Clone, Debug)]
 pub struct Config {
     pub database_url: String,
@@ -28,7 +25,7 @@ impl Config {
                 "PROVIDER_WEBHOOK_URL",
                 "http://127.0.0.1:3000/webhooks/provider",
             ),
-            webhook_secret: var_or("PROVIDER_WEBHOOK_SECRET", DEV_WEBHOOK_SECRET),
+            webhook_secret: webhook_secret()?,
             chaos: Chaos {
                 duplicates: var_or("PROVIDER_CHAOS_DUPLICATES", "0").parse()?,
                 shuffle: var_or("PROVIDER_CHAOS_SHUFFLE", "false").parse()?,
@@ -37,6 +34,18 @@ impl Config {
             },
         })
     }
+}
+
+/// The secret webhooks are signed with. Required, with no built-in default: a default
+/// written in the source is a secret anyone can read, and sign a forged payment with.
+fn webhook_secret() -> anyhow::Result<String> {
+    let secret = std::env::var("PROVIDER_WEBHOOK_SECRET").unwrap_or_default();
+    anyhow::ensure!(
+        secret.len() >= 16,
+        "PROVIDER_WEBHOOK_SECRET must be set to a random secret of at least 16 characters, \
+         shared with the shop (scripts/run generates one)"
+    );
+    Ok(secret)
 }
 
 fn var_or(name: &str, default: &str) -> String {

@@ -27,10 +27,10 @@ pub async fn enqueue(
     charge: &Charge,
     chaos: &Chaos,
 ) -> Result<(), sqlx::Error> {
-    let event_type = if charge.status == "succeeded" {
-        "charge.succeeded"
-    } else {
-        "charge.failed"
+    let event_type = match charge.status.as_str() {
+        "succeeded" => "charge.succeeded",
+        "failed" => "charge.failed",
+        _ => return Ok(()), // no outcome yet, nothing to announce
     };
     let event_id = format!("evt_{}", uuid::Uuid::new_v4().simple());
     let tx_no = format!("txn_{:010}", charge.tx_no);

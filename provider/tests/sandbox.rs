@@ -4,13 +4,16 @@ use std::net::SocketAddr;
 
 use axum::{routing::post, Router};
 use provider::{
-    config::{Config, DEV_WEBHOOK_SECRET},
+    config::Config,
     settings::Chaos,
     startup::Application,
 };
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use tokio::sync::mpsc;
+
+/// The secret this test's provider signs with.
+const SECRET: &str = "whsec_sandbox_test_secret";
 
 struct Sandbox {
     url: String,
@@ -28,7 +31,7 @@ async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
         ),
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         webhook_url,
-        webhook_secret: DEV_WEBHOOK_SECRET.into(),
+        webhook_secret: SECRET.into(),
         chaos,
     };
     let app = Application::build(config).await.unwrap();
@@ -57,8 +60,9 @@ impl Sandbox {
     }
 }
 
-/// A merchant endpoint that records every webhook it receives.
-async fn merchant() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
+/// A merchant endpoint that records every webhook it receives: the signature header, the
+/// parsed event, and the raw body bytes the signature covers.
+async fn merchant() -> (String, mpsc::UnboundedReceiver<(String, Value, String)>) {
     let (tx, rx) = mpsc::unbounded_channel();
     let app = Router::new().route(
         "/hook",
@@ -66,7 +70,7 @@ async fn merchant() -> (String, mpsc::UnboundedReceiver<(String, Value)>) {
             let tx = tx.clone();
             async move {
                 let signature = headers["once-signature"].to_str().unwrap().to_owned();
-                tx.send((signature, serde_json::from_str(&body).unwrap()))
+                tx.send((signature, serde_json::from_str(&body).unwrap(), body))
                     .unwrap();
                 "ok"
             }
@@ -201,22 +205,15 @@ async fn webhooks_are_signed_and_duplicated_on_demand() {
     let charge: Value = sandbox.charge_json("w1", "4242424242424242", 700).await;
     let mut events = Vec::new();
     for _ in 0..3 {
-        let (signature, event) =
+        let (signature, event, raw) =
             tokio::time::timeout(std::time::Duration::from_secs(10), received.recv())
                 .await
                 .unwrap()
                 .unwrap();
-        let t: i64 = signature
-            .split(',')
-            .next()
-            .unwrap()
-            .trim_start_matches("t=")
-            .parse()
-            .unwrap();
-        assert_eq!(
-            signature,
-            provider::webhooks::sign(DEV_WEBHOOK_SECRET, t, &serde_json::to_vec(&event).unwrap())
-        );
+        let (t, v1) = signature.split_once(',').unwrap();
+        let t = t.strip_prefix("t=").unwrap();
+        let v1 = v1.strip_prefix("v1=").unwrap();
+        assert_eq!(v1, independent_hmac(SECRET, &format!("{t}.{raw}")));
         events.push(event);
     }
     assert!(events
@@ -269,7 +266,7 @@ async fn chaos_delays_and_loses_deliveries_which_are_retried_until_they_land() {
     assert_eq!(healed.status(), 200);
     let mut amounts = Vec::new();
     for _ in 0..3 {
-        let (_, event) = tokio::time::timeout(std::time::Duration::from_secs(15), received.recv())
+        let (_, event, _) = tokio::time::timeout(std::time::Duration::from_secs(15), received.recv())
             .await
             .unwrap()
             .unwrap();
@@ -277,4 +274,31 @@ async fn chaos_delays_and_loses_deliveries_which_are_retried_until_they_land() {
     }
     amounts.sort();
     assert_eq!(amounts, vec![100, 101, 102]);
+}
+
+/// HMAC-SHA256 (RFC 2104) written out from SHA-256 alone, so the provider's signature is
+/// checked against an implementation that shares no code with it.
+fn independent_hmac(key: &str, message: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut block = [0u8; 64];
+    block[..key.len()].copy_from_slice(key.as_bytes());
+    let pad = |byte: u8| block.iter().map(|b| b ^ byte).collect::<Vec<u8>>();
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(message.as_bytes())
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    hex::encode(outer)
+}
+
+#[test]
+fn the_independent_hmac_matches_the_rfc_4231_vector() {
+    // RFC 4231, test case 2.
+    assert_eq!(
+        independent_hmac("Jefe", "what do ya want for nothing?"),
+        "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    );
 }

@@ -1,20 +1,20 @@
-//! The cart lives in the shopper's session (so it survives reloads and restarts) as a list
-//! of (sku, quantity); prices are looked up in the catalog whenever the cart is read.
+//! The cart, in the database and keyed by the shopper's session (so it survives reloads,
+//! restarts and a move to another instance), with the Idempotency-Key of its checkout.
+//!
+//! Two rules keep a cart from becoming a second order (docs/design.md, "The cart"):
+//! * the transaction that creates an order empties the session's cart ([`empty`]), so an
+//!   order and the full cart that produced it never exist together;
+//! * the cart carries one checkout key from its first line until its intent ends (an order,
+//!   a definitive refusal, or a change of the cart): every checkout page, reload or retry
+//!   of the same cart submits under the same key.
 
-use serde::{Deserialize, Serialize};
-use sqlx::PgPool;
-use tower_sessions::Session;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
 
 use app::dto::{Cart, CartLine};
 
-use crate::catalog;
-
-const CART: &str = "cart";
 pub const MAX_QUANTITY: u32 = 99;
 pub const MAX_LINES: usize = 20;
-
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct StoredCart(Vec<(String, u32)>);
 
 #[derive(Debug, thiserror::Error)]
 pub enum CartError {
@@ -25,74 +25,122 @@ pub enum CartError {
     #[error("a cart holds at most {MAX_LINES} different products")]
     TooManyLines,
     #[error("the cart could not be read or saved")]
-    Storage(#[from] anyhow::Error),
+    Storage(#[from] sqlx::Error),
 }
 
-pub async fn read(db: &PgPool, session: &Session) -> Result<Cart, CartError> {
-    let stored = load(session).await?;
-    let skus: Vec<String> = stored.0.iter().map(|(sku, _)| sku.clone()).collect();
-    let products = catalog::products_by_sku(db, &skus)
-        .await
-        .map_err(anyhow::Error::from)?;
-    let lines = stored
-        .0
+/// The session's cart, priced from the catalog now.
+pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, CartError> {
+    let lines: Vec<(String, String, i32, i64, String)> = sqlx::query_as(
+        "SELECT l.sku, p.name, l.quantity, p.price_cents, p.currency
+           FROM cart_lines l JOIN products p ON p.sku = l.sku
+          WHERE l.session_id = $1 ORDER BY l.added_at, l.sku",
+    )
+    .bind(session_id)
+    .fetch_all(db)
+    .await?;
+    let lines = lines
         .into_iter()
-        .filter_map(|(sku, quantity)| {
-            let p = products.iter().find(|p| p.sku == sku)?;
-            Some(CartLine {
-                sku,
-                name: p.name.clone(),
-                quantity,
-                unit_price_cents: p.price_cents,
-                currency: p.currency.clone(),
-            })
+        .map(|(sku, name, quantity, unit_price_cents, currency)| CartLine {
+            sku,
+            name,
+            quantity: quantity as u32,
+            unit_price_cents,
+            currency,
         })
         .collect();
     Ok(Cart { lines })
 }
 
+/// The key of the cart's checkout intent; a throwaway key when there is no cart.
+pub async fn checkout_key(db: &PgPool, session_id: &str) -> Result<String, CartError> {
+    let key: Option<String> =
+        sqlx::query_scalar("SELECT checkout_key FROM carts WHERE session_id = $1")
+            .bind(session_id)
+            .fetch_optional(db)
+            .await?;
+    Ok(key.unwrap_or_else(fresh_key))
+}
+
+/// Adds `quantity` of `sku` (capped at the maximum). A changed cart is a new intent, so it
+/// gets a new checkout key: the old key's request named the old cart.
 pub async fn add(
     db: &PgPool,
-    session: &Session,
-    sku: String,
+    session_id: &str,
+    sku: &str,
     quantity: u32,
 ) -> Result<Cart, CartError> {
     if !(1..=MAX_QUANTITY).contains(&quantity) {
         return Err(CartError::BadQuantity);
     }
-    if catalog::products_by_sku(db, std::slice::from_ref(&sku))
-        .await
-        .map_err(anyhow::Error::from)?
-        .is_empty()
-    {
-        return Err(CartError::UnknownSku(sku));
+    let mut tx = db.begin().await?;
+    sqlx::query(
+        "INSERT INTO carts (session_id, checkout_key) VALUES ($1, $2)
+         ON CONFLICT ON CONSTRAINT carts_pkey
+         DO UPDATE SET checkout_key = EXCLUDED.checkout_key, updated_at = now()",
+    )
+    .bind(session_id)
+    .bind(fresh_key())
+    .execute(&mut *tx)
+    .await?;
+    let lines: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM cart_lines WHERE session_id = $1 AND sku <> $2",
+    )
+    .bind(session_id)
+    .bind(sku)
+    .fetch_one(&mut *tx)
+    .await?;
+    if lines >= MAX_LINES as i64 {
+        return Err(CartError::TooManyLines);
     }
-    let mut stored = load(session).await?;
-    let lines = stored.0.len();
-    match stored.0.iter_mut().find(|(s, _)| *s == sku) {
-        Some((_, q)) => *q = (*q + quantity).min(MAX_QUANTITY),
-        None if lines >= MAX_LINES => return Err(CartError::TooManyLines),
-        None => stored.0.push((sku, quantity)),
+    let added = sqlx::query(
+        "INSERT INTO cart_lines (session_id, sku, quantity)
+         SELECT $1, sku, $3 FROM products WHERE sku = $2
+         ON CONFLICT ON CONSTRAINT cart_lines_pkey
+         DO UPDATE SET quantity = least(cart_lines.quantity + EXCLUDED.quantity, $4)",
+    )
+    .bind(session_id)
+    .bind(sku)
+    .bind(quantity as i32)
+    .bind(MAX_QUANTITY as i32)
+    .execute(&mut *tx)
+    .await?;
+    if added.rows_affected() == 0 {
+        return Err(CartError::UnknownSku(sku.to_owned()));
     }
-    session
-        .insert(CART, &stored)
-        .await
-        .map_err(anyhow::Error::from)?;
-    read(db, session).await
+    tx.commit().await?;
+    read(db, session_id).await
 }
 
-pub async fn clear(session: &Session) -> Result<(), CartError> {
-    session
-        .remove::<StoredCart>(CART)
-        .await
-        .map_err(anyhow::Error::from)?;
+/// Empties the session's cart and ends its checkout intent, inside the caller's
+/// transaction: the order's own.
+pub async fn empty(tx: &mut PgConnection, session_id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM carts WHERE session_id = $1")
+        .bind(session_id)
+        .execute(tx)
+        .await?;
     Ok(())
 }
 
-async fn load(session: &Session) -> Result<StoredCart, CartError> {
-    Ok(session
-        .get::<StoredCart>(CART)
-        .await
-        .map_err(anyhow::Error::from)?
-        .unwrap_or_default())
+/// Ends the checkout intent of `key` after a definitive refusal, in the transaction that
+/// stores the refusal: the next submit of this cart is a new request, not a replay of the
+/// refusal. Does nothing when the cart has moved on to another key.
+pub async fn end_intent(
+    tx: &mut PgConnection,
+    session_id: &str,
+    key: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE carts SET checkout_key = $3, updated_at = now()
+          WHERE session_id = $1 AND checkout_key = $2",
+    )
+    .bind(session_id)
+    .bind(key)
+    .bind(fresh_key())
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+pub fn fresh_key() -> String {
+    Uuid::new_v4().to_string()
 }

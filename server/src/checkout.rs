@@ -1,18 +1,23 @@
 //! The checkout form without wasm: `POST /checkout`, form-encoded, the Idempotency-Key in a
 //! hidden field. It goes through the same executor as `POST /api/orders`, with the same
-//! route and body, so a native submit and the hydrated page's submit of one intent are one
-//! request. It always ends in a redirect, never an error page:
+//! operation and body, so a native submit and the hydrated page's submit of one intent are
+//! one request. The key it carries is the cart's checkout key (see `cart`): it stays the
+//! same across failures, reloads and tabs until the intent ends. It always ends in a
+//! redirect, never an error page:
 //!
 //! * the order exists (first execution or replay) → 303 to the order page;
 //! * the first submit of this key is still running (a double click before hydration) →
 //!   wait for it briefly, then 303 to the same order;
-//! * refused → 303 back to the checkout with the reason.
+//! * a transient failure, or a wait that ran out → 303 back to the checkout, which shows
+//!   the *same* key, so the next click resumes this intent and cannot be a second order;
+//! * refused → 303 back to the checkout with the reason (the refusal ended the intent and
+//!   the cart has a new key).
 
 use std::time::{Duration, Instant};
 
 use axum::{
     extract::State,
-    http::{HeaderMap, Method, StatusCode},
+    http::{HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
     routing::post,
     Form, Router,
@@ -22,10 +27,11 @@ use sqlx::PgPool;
 
 use crate::{
     cart,
+    error::ApiError,
     faults::FaultRequest,
     idempotency::{self, executor::Idempotency, IdempotencyKey, IdempotentRequest},
     orders::{self, NewOrder},
-    session::Shopper,
+    session::ExistingShopper,
     startup::AppState,
 };
 
@@ -45,17 +51,20 @@ struct CheckoutForm {
 async fn place_order(
     State(idem): State<Idempotency>,
     State(db): State<PgPool>,
-    shopper: Shopper,
+    shopper: Result<ExistingShopper, ApiError>,
     headers: HeaderMap,
     Form(form): Form<CheckoutForm>,
 ) -> Response {
+    let Ok(shopper) = shopper else {
+        return back_to_checkout("Your session had ended. Please check your cart and try again.");
+    };
     let faults = FaultRequest::from_headers(&headers);
     let Ok(key) = IdempotencyKey::parse(&form.idempotency_key) else {
         return back_to_checkout("The form was incomplete. Please try again.");
     };
     let started = Instant::now();
     loop {
-        match attempt(&idem, &db, &shopper, &key, &faults).await {
+        match attempt(&idem, &db, &shopper.id, &key, &faults).await {
             Attempt::Done(response) => return response,
             Attempt::Busy if started.elapsed() < WAIT_FOR_FIRST => {
                 tokio::time::sleep(POLL_EVERY).await
@@ -77,58 +86,70 @@ enum Attempt {
 async fn attempt(
     idem: &Idempotency,
     db: &PgPool,
-    shopper: &Shopper,
+    session_id: &str,
     key: &IdempotencyKey,
     faults: &FaultRequest,
 ) -> Attempt {
     // A key this session already used answers for itself, even once the cart is empty.
-    let body = match cart::read(db, &shopper.session).await {
+    let body = match cart::read(db, session_id).await {
         Ok(cart) if !cart.lines.is_empty() => app::dto::order_request(&cart),
-        Ok(_) => return known_key(db, shopper, key).await,
-        Err(_) => {
-            return Attempt::Done(back_to_checkout(
-                "Your cart could not be read. Please try again.",
-            ))
-        }
-    };
-    let request = IdempotentRequest {
-        faults: faults.clone(),
-        ..IdempotentRequest::new(&shopper.id, key.clone(), Method::POST, "/api/orders", &body)
+        Ok(_) => return known_key(db, session_id, key, "Your cart is empty.").await,
+        Err(_) => return Attempt::Done(back_to_checkout(TRY_AGAIN)),
     };
     let new_order = match NewOrder::parse(&body) {
         Ok(order) => order,
         Err(e) => return Attempt::Done(back_to_checkout(&e.to_string())),
     };
-    let shopper_id = shopper.id.clone();
-    let response = idempotency::execute(idem, request, move |db| {
-        orders::store::create_in_new_tx(db, shopper_id, new_order)
-    })
-    .await;
+    let request = IdempotentRequest::new(session_id, key.clone(), orders::CREATE_ORDER, &body)
+        .with_faults(faults.clone());
+    let response = orders::create_order(idem, request, new_order).await;
     match response.status() {
-        StatusCode::CREATED => {
-            let _ = cart::clear(&shopper.session).await;
-            Attempt::Done(to_order_page(&response))
-        }
+        StatusCode::CREATED => Attempt::Done(to_order_page(&response)),
         StatusCode::CONFLICT => Attempt::Busy,
-        StatusCode::UNPROCESSABLE_ENTITY => known_key(db, shopper, key).await,
-        _ => Attempt::Done(back_to_checkout(
-            "The shop could not place your order just now. Please try again.",
+        StatusCode::UNPROCESSABLE_ENTITY => match refusal_detail(response).await {
+            // The key named another cart: answer from what it holds.
+            None => known_key(db, session_id, key, CART_CHANGED).await,
+            Some(reason) => Attempt::Done(back_to_checkout(&reason)),
+        },
+        status if status.is_client_error() => Attempt::Done(back_to_checkout(
+            "The shop could not accept this order. Please check your cart.",
         )),
+        _ => Attempt::Done(back_to_checkout(TRY_AGAIN)),
     }
 }
 
-/// Answers from what the key already holds: its order, or the reason it was refused.
-async fn known_key(db: &PgPool, shopper: &Shopper, key: &IdempotencyKey) -> Attempt {
-    match idempotency::status::lookup(db, &shopper.id, key).await {
+const CART_CHANGED: &str = "Your cart changed since this page was shown. Please review it.";
+const TRY_AGAIN: &str = "The shop could not place your order just now. Please try again.";
+
+/// The shopper-readable reason of a business refusal; `None` for `idempotency-key-reused`.
+async fn refusal_detail(response: Response) -> Option<String> {
+    let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024)
+        .await
+        .ok()?;
+    let problem: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    let kind = problem["type"].as_str()?;
+    if kind.ends_with("/idempotency-key-reused") {
+        return None;
+    }
+    Some(problem["detail"].as_str()?.to_owned())
+}
+
+/// Answers from what the key already holds: its order, or the reason it was refused;
+/// `otherwise` when it holds neither.
+async fn known_key(
+    db: &PgPool,
+    session_id: &str,
+    key: &IdempotencyKey,
+    otherwise: &str,
+) -> Attempt {
+    match idempotency::status::lookup(db, session_id, key).await {
         Ok(Some(status)) if status.state == "completed" => match status.location {
             Some(location) => Attempt::Done(redirect_to_order(&location)),
             None => Attempt::Done(back_to_checkout("The shop refused this order.")),
         },
         Ok(Some(status)) if status.state == "processing" => Attempt::Busy,
-        Ok(_) => Attempt::Done(back_to_checkout("Your cart is empty.")),
-        Err(_) => Attempt::Done(back_to_checkout(
-            "The shop could not place your order just now. Please try again.",
-        )),
+        Ok(_) => Attempt::Done(back_to_checkout(otherwise)),
+        Err(_) => Attempt::Done(back_to_checkout(TRY_AGAIN)),
     }
 }
 

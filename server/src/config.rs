@@ -5,9 +5,6 @@ use std::{net::SocketAddr, time::Duration};
 
 use leptos::config::{Env, LeptosOptions};
 
-/// The sandbox provider's development signing secret (see `provider/src/config.rs`).
-pub const DEV_WEBHOOK_SECRET: &str = "whsec_once_development_only";
-
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Where the shop database lives; created at start if missing.
@@ -23,14 +20,44 @@ pub struct Config {
     /// The payment provider's base URL.
     pub provider_url: String,
     /// Secrets that may sign provider callbacks; several, so a secret can be rotated.
+    /// Required: there is no built-in default anyone could read in the source.
     pub webhook_secrets: Vec<String>,
+    /// Bounds on every database wait (see [`DbLimits`]).
+    pub db_limits: DbLimits,
     /// Test-only fault injection (hold points, forced failures); off unless asked for.
     pub fault_injection: bool,
     pub leptos: LeptosOptions,
 }
 
+/// Every database wait is bounded, so a stuck statement, a lock held by a stalled request or
+/// a transaction left open by a paused process cannot hold a request (or a lease) forever.
+#[derive(Clone, Copy, Debug)]
+pub struct DbLimits {
+    /// `statement_timeout`: the longest any one statement may run.
+    pub statement_timeout: Duration,
+    /// `lock_timeout`: the longest a statement may wait for a row or table lock.
+    pub lock_timeout: Duration,
+    /// `idle_in_transaction_session_timeout`: a transaction left idle this long (its
+    /// process paused or gone) is ended by the server, releasing its locks.
+    pub idle_in_transaction_timeout: Duration,
+}
+
+/// The smallest lease the heartbeat can keep alive: it renews every third of the lease.
+pub const MIN_LEASE: Duration = Duration::from_millis(300);
+/// A lease longer than this holds a key hostage for too long after its holder dies.
+pub const MAX_LEASE: Duration = Duration::from_secs(600);
+
 impl Config {
     pub fn from_env() -> anyhow::Result<Self> {
+        Self::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// The configuration from any source of variables (the environment, or a test's map).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        let var_or = |name: &str, default: &str| var(name).unwrap_or_else(|| default.to_owned());
+        let millis = |name: &str, default: &str| -> anyhow::Result<Duration> {
+            Ok(Duration::from_millis(var_or(name, default).parse()?))
+        };
         let listen_addr: SocketAddr = var_or("LEPTOS_SITE_ADDR", "127.0.0.1:3000").parse()?;
         let leptos = LeptosOptions::builder()
             .output_name(var_or("LEPTOS_OUTPUT_NAME", "once"))
@@ -45,31 +72,73 @@ impl Config {
                 },
             )
             .build();
-        Ok(Self {
+        let webhook_secrets: Vec<String> = var_or("PROVIDER_WEBHOOK_SECRETS", "")
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect();
+        let config = Self {
             database_url: var_or("DATABASE_URL", "postgres://postgres@localhost:5432/once"),
             listen_addr,
-            idempotency_lease: Duration::from_millis(
-                var_or("IDEMPOTENCY_LEASE_MS", "30000").parse()?,
-            ),
+            idempotency_lease: millis("IDEMPOTENCY_LEASE_MS", "30000")?,
             idempotency_retention: Duration::from_secs(
                 var_or("IDEMPOTENCY_RETENTION_SECS", "86400").parse()?,
             ),
             max_body_bytes: var_or("MAX_BODY_BYTES", "65536").parse()?,
             provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
-            webhook_secrets: var_or("PROVIDER_WEBHOOK_SECRETS", DEV_WEBHOOK_SECRET)
-                .split(',')
-                .map(|s| s.trim().to_owned())
-                .filter(|s| !s.is_empty())
-                .collect(),
+            webhook_secrets,
+            db_limits: DbLimits {
+                statement_timeout: millis("DB_STATEMENT_TIMEOUT_MS", "10000")?,
+                lock_timeout: millis("DB_LOCK_TIMEOUT_MS", "5000")?,
+                idle_in_transaction_timeout: millis("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "60000")?,
+            },
             fault_injection: matches!(
                 var_or("ONCE_FAULT_INJECTION", "off").as_str(),
                 "on" | "1" | "true"
             ),
             leptos,
-        })
+        };
+        config.validate()?;
+        Ok(config)
     }
-}
 
-fn var_or(name: &str, default: &str) -> String {
-    std::env::var(name).unwrap_or_else(|_| default.to_owned())
+    /// Refuses combinations that would break a defence rather than run with them.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            !self.webhook_secrets.is_empty(),
+            "PROVIDER_WEBHOOK_SECRETS is not set: without a secret shared with the payment \
+             provider, callbacks cannot be verified (scripts/run generates one)"
+        );
+        anyhow::ensure!(
+            self.webhook_secrets.iter().all(|s| s.len() >= 16),
+            "every PROVIDER_WEBHOOK_SECRETS entry must be at least 16 characters"
+        );
+        anyhow::ensure!(
+            (MIN_LEASE..=MAX_LEASE).contains(&self.idempotency_lease),
+            "IDEMPOTENCY_LEASE_MS must be between {} and {} ms: the heartbeat renews the \
+             lease every third of it",
+            MIN_LEASE.as_millis(),
+            MAX_LEASE.as_millis()
+        );
+        anyhow::ensure!(
+            self.idempotency_retention > self.idempotency_lease,
+            "IDEMPOTENCY_RETENTION_SECS must be longer than the lease"
+        );
+        let limits = &self.db_limits;
+        anyhow::ensure!(
+            !limits.lock_timeout.is_zero()
+                && !limits.statement_timeout.is_zero()
+                && !limits.idle_in_transaction_timeout.is_zero(),
+            "database timeouts must be positive: zero means no bound at all"
+        );
+        anyhow::ensure!(
+            limits.lock_timeout <= limits.statement_timeout,
+            "DB_LOCK_TIMEOUT_MS must not exceed DB_STATEMENT_TIMEOUT_MS"
+        );
+        anyhow::ensure!(
+            limits.idle_in_transaction_timeout > limits.statement_timeout,
+            "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS"
+        );
+        Ok(())
+    }
 }

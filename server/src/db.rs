@@ -2,6 +2,7 @@
 
 use std::{str::FromStr, time::Duration};
 
+use crate::config::DbLimits;
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     ConnectOptions, Connection, PgPool,
@@ -34,9 +35,18 @@ pub async fn ensure_database(url: &str) -> anyhow::Result<()> {
 }
 
 /// A pool that fails fast when the database is down (so clients get a quick 503) and
-/// recovers by itself: every connection is tested before it is handed out.
-pub async fn connect(url: &str) -> anyhow::Result<PgPool> {
-    let options = PgConnectOptions::from_str(url)?;
+/// recovers by itself: every connection is tested before it is handed out. Every session
+/// carries the configured bounds on statements, lock waits and idle transactions.
+pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
+    let ms = |d: Duration| d.as_millis().to_string();
+    let options = PgConnectOptions::from_str(url)?.options([
+        ("statement_timeout", ms(limits.statement_timeout)),
+        ("lock_timeout", ms(limits.lock_timeout)),
+        (
+            "idle_in_transaction_session_timeout",
+            ms(limits.idle_in_transaction_timeout),
+        ),
+    ]);
     let pool = PgPoolOptions::new()
         .max_connections(20)
         .acquire_timeout(Duration::from_secs(3))

@@ -12,6 +12,8 @@ pub const RETRY_AFTER_SECS: u64 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
+    #[error("this request needs a session: open one with GET /api/session (or load any page) and send its cookie")]
+    SessionRequired,
     #[error("this route requires an Idempotency-Key header")]
     IdempotencyKeyMissing,
     #[error("{0}")]
@@ -20,6 +22,8 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("a request with this Idempotency-Key is still being processed")]
     RequestInProgress,
+    #[error("a payment for this order is already in progress; wait for it to finish")]
+    PaymentInProgress,
     #[error("not found")]
     NotFound,
     #[error("{detail}")]
@@ -64,7 +68,8 @@ impl ApiError {
 
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::IdempotencyKeyMissing
+            Self::SessionRequired
+            | Self::IdempotencyKeyMissing
             | Self::IdempotencyKeyMalformed(_)
             | Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
             Self::IdempotencyKeyReused | Self::Unprocessable { .. } => {
@@ -72,7 +77,7 @@ impl ApiError {
             }
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::PaymentDeclined { .. } => StatusCode::PAYMENT_REQUIRED,
-            Self::RequestInProgress => StatusCode::CONFLICT,
+            Self::RequestInProgress | Self::PaymentInProgress => StatusCode::CONFLICT,
             Self::NotFound => StatusCode::NOT_FOUND,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
@@ -81,17 +86,20 @@ impl ApiError {
     }
 
     /// A definitive outcome is the same whenever the request is repeated, so the
-    /// idempotency layer stores it; a transient one (5xx) leaves the key open for a retry.
+    /// idempotency layer stores it; a transient one (5xx, or "wait for the other one": 409)
+    /// leaves the key open for a retry.
     pub fn is_transient(&self) -> bool {
-        self.status().is_server_error()
+        self.status().is_server_error() || self.status() == StatusCode::CONFLICT
     }
 
     fn problem_name(&self) -> &'static str {
         match self {
+            Self::SessionRequired => "session-required",
             Self::IdempotencyKeyMissing => "idempotency-key-missing",
             Self::IdempotencyKeyMalformed(_) => "idempotency-key-malformed",
             Self::IdempotencyKeyReused => "idempotency-key-reused",
             Self::RequestInProgress => "request-in-progress",
+            Self::PaymentInProgress => "payment-in-progress",
             Self::NotFound => "not-found",
             Self::BadRequest { problem, .. }
             | Self::Unprocessable { problem, .. }
@@ -110,16 +118,16 @@ impl ApiError {
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             detail: self.to_string(),
-            retryable: matches!(
-                status,
-                StatusCode::CONFLICT | StatusCode::SERVICE_UNAVAILABLE
-            ),
+            retryable: self.is_transient(),
         }
     }
 }
 
 /// The RFC 9457 body, plus `retryable`: whether repeating the request with the same
-/// Idempotency-Key can succeed.
+/// Idempotency-Key can succeed. It agrees with what the executor does with the key: every
+/// transient outcome (409, any 5xx) leaves the key `failed` or leased, never `completed`,
+/// so the same key runs again (at once, or once the lease ends); definitive ones are
+/// stored and replayed, so repeating them cannot change the answer.
 #[derive(Debug, Serialize)]
 pub struct Problem {
     #[serde(rename = "type")]

@@ -7,7 +7,8 @@
 //! * `Once-Test-Fail: transient`: fail with a 503 after the business writes.
 //!
 //! A browser cannot add those headers, so `POST /_test/gates/<gate>/arm` makes the next
-//! write request, whatever sends it, hold at `<gate>`.
+//! write request, whatever sends it, hold at `<gate>`. Opening a gate releases the requests
+//! waiting there and forgets the gate; `POST /_test/reset` releases and disarms everything.
 //!
 //! With it off, the headers are ignored and the `/_test` routes do not exist.
 
@@ -103,19 +104,31 @@ impl Faults {
             gate.open.subscribe()
         };
         tracing::info!(gate = name, "request held at fault-injection gate");
-        let _ = tokio::time::timeout(HOLD_LIMIT, open.wait_for(|is_open| *is_open)).await;
-        if let Some(gate) = self.gates.lock().expect("gates lock").get_mut(name) {
-            gate.waiting -= 1;
+        let released = tokio::time::timeout(HOLD_LIMIT, open.wait_for(|is_open| *is_open))
+            .await
+            .is_ok();
+        // An opened gate is gone already; a gate that timed out still counts us.
+        if !released {
+            if let Some(gate) = self.gates.lock().expect("gates lock").get_mut(name) {
+                gate.waiting = gate.waiting.saturating_sub(1);
+            }
         }
     }
 
+    /// Releases the requests waiting at `name` now. The gate is then forgotten, so the
+    /// next request held at the same name waits again: gates never stay open between tests.
     fn open(&self, name: &str) {
-        let mut gates = self.gates.lock().expect("gates lock");
-        let gate = gates.entry(name.to_owned()).or_insert_with(|| Gate {
-            open: watch::channel(false).0,
-            waiting: 0,
-        });
-        gate.open.send_replace(true);
+        if let Some(gate) = self.gates.lock().expect("gates lock").remove(name) {
+            gate.open.send_replace(true);
+        }
+    }
+
+    /// Releases every held request and disarms every gate: each test starts from clean gates.
+    fn reset(&self) {
+        self.armed.lock().expect("armed lock").clear();
+        for (_, gate) in self.gates.lock().expect("gates lock").drain() {
+            gate.open.send_replace(true);
+        }
     }
 
     fn waiting(&self, name: &str) -> usize {
@@ -135,6 +148,7 @@ impl Faults {
             .route("/_test/gates/{name}", get(gate_status))
             .route("/_test/gates/{name}/open", post(open_gate))
             .route("/_test/gates/{name}/arm", post(arm_gate))
+            .route("/_test/reset", post(reset))
     }
 }
 
@@ -147,6 +161,11 @@ async fn gate_status(
 
 async fn open_gate(State(faults): State<Faults>, Path(name): Path<String>) -> StatusCode {
     faults.open(&name);
+    StatusCode::NO_CONTENT
+}
+
+async fn reset(State(faults): State<Faults>) -> StatusCode {
+    faults.reset();
     StatusCode::NO_CONTENT
 }
 

@@ -31,22 +31,35 @@ pub async fn layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresS
         .with_expiry(Expiry::OnInactivity(Duration::days(30))))
 }
 
-/// Middleware: a request without a session opens one, so the response sets the cookie and
-/// the client keeps one identity from its first request on.
+/// Middleware: a read (GET or HEAD) without a session opens one, so the response sets the
+/// cookie and the client keeps one identity from its first page or `GET /api/session` on.
+/// Writes never open a session here: see [`ExistingShopper`].
 pub async fn open_session(session: Session, request: Request, next: Next) -> Response {
-    if let Err(e) = ensure_open(&session).await {
-        return e.into_response();
+    if request.method().is_safe() {
+        if let Err(e) = ensure_open(&session).await {
+            return e.into_response();
+        }
     }
     next.run(request).await
 }
 
-async fn ensure_open(session: &Session) -> Result<String, ApiError> {
-    if let Some(id) = session.id() {
-        return Ok(id.to_string());
+fn unavailable(e: tower_sessions::session::Error) -> ApiError {
+    ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
+}
+
+/// The id of the session the request's cookie names, if the store knows it. Loading the
+/// record is what tells: a cookie value the store does not know (expired, purged, made up)
+/// leaves the session without an id.
+async fn existing_id(session: &Session) -> Result<Option<String>, ApiError> {
+    session.get::<i64>(OPENED_AT).await.map_err(unavailable)?;
+    Ok(session.id().map(|id| id.to_string()))
+}
+
+/// The session's id, opening (and storing) a session first when there is none.
+pub async fn ensure_open(session: &Session) -> Result<String, ApiError> {
+    if let Some(id) = existing_id(session).await? {
+        return Ok(id);
     }
-    let unavailable = |e: tower_sessions::session::Error| {
-        ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
-    };
     session
         .insert(OPENED_AT, chrono::Utc::now().timestamp())
         .await
@@ -58,8 +71,16 @@ async fn ensure_open(session: &Session) -> Result<String, ApiError> {
         .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("session has no id after save")))
 }
 
-/// The current shopper. `id` scopes idempotency keys and owns orders: a key or an order of
-/// another session is invisible.
+fn session_of(parts: &mut Parts) -> Result<Session, ApiError> {
+    parts
+        .extensions
+        .get::<Session>()
+        .cloned()
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("the session layer is missing")))
+}
+
+/// The current shopper, for reads. `id` scopes idempotency keys and owns orders: a key or
+/// an order of another session is invisible. A request without a session gets one.
 pub struct Shopper {
     pub id: String,
     pub session: Session,
@@ -68,13 +89,38 @@ pub struct Shopper {
 impl<S: Send + Sync> FromRequestParts<S> for Shopper {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let session = Session::from_request_parts(parts, state)
-            .await
-            .map_err(|(_, msg)| {
-                ApiError::Internal(anyhow::anyhow!("session layer missing: {msg}"))
-            })?;
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let session = session_of(parts)?;
         let id = ensure_open(&session).await?;
         Ok(Self { id, session })
     }
+}
+
+/// The current shopper, for writes: the session must exist in the store *before* the
+/// request. A session opened by the write itself would travel back only in that response's
+/// Set-Cookie; if the response is lost, the client's retry (same key, still no cookie)
+/// would arrive as a stranger and execute again. So a write without one is refused with
+/// 400 `session-required`, before anything is stored (docs/design.md, "Identity").
+pub struct ExistingShopper {
+    pub id: String,
+    pub session: Session,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ExistingShopper {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        let session = session_of(parts)?;
+        match existing_id(&session).await? {
+            Some(id) => Ok(Self { id, session }),
+            None => Err(ApiError::SessionRequired),
+        }
+    }
+}
+
+/// `GET /api/session`: opens the session (the middleware already has) and says so, for API
+/// clients that want their cookie before their first write.
+pub async fn show(shopper: Shopper) -> axum::Json<serde_json::Value> {
+    let _ = shopper;
+    axum::Json(serde_json::json!({ "session": "open" }))
 }

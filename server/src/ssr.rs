@@ -16,7 +16,7 @@ use app::{
     shell, App,
 };
 
-use crate::{cart, catalog, orders, startup::AppState};
+use crate::{cart, catalog, orders, session, startup::AppState};
 
 /// The page routes and server functions, with the backend in every request's context.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -44,7 +44,10 @@ impl ShopBackend for ServerBackend {
     }
 
     fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>> {
-        Box::pin(async move { cart::read(&self.db, &session).await.map_err(shown) })
+        Box::pin(async move {
+            let id = open_session_id(&session).await?;
+            cart::read(&self.db, &id).await.map_err(shown)
+        })
     }
 
     fn add_to_cart(
@@ -54,28 +57,25 @@ impl ShopBackend for ServerBackend {
         quantity: u32,
     ) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
-            cart::add(&self.db, &session, sku, quantity)
+            let id = open_session_id(&session).await?;
+            cart::add(&self.db, &id, &sku, quantity)
                 .await
                 .map_err(shown)
         })
     }
 
-    fn clear_cart(&self, session: Session) -> BoxFuture<'_, Result<(), BackendError>> {
-        Box::pin(async move { cart::clear(&session).await.map_err(shown) })
-    }
-
+    /// The cart with its checkout key: the same key on every render of the same cart.
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>> {
         Box::pin(async move {
-            let cart = cart::read(&self.db, &session).await.map_err(shown)?;
-            Ok(Checkout {
-                cart,
-                key: self.fresh_key(),
-            })
+            let id = open_session_id(&session).await?;
+            let cart = cart::read(&self.db, &id).await.map_err(shown)?;
+            let key = cart::checkout_key(&self.db, &id).await.map_err(shown)?;
+            Ok(Checkout { cart, key })
         })
     }
 
     fn fresh_key(&self) -> String {
-        Uuid::new_v4().to_string()
+        cart::fresh_key()
     }
 
     fn order(
@@ -105,6 +105,12 @@ fn session_id(session: &Session) -> Result<String, BackendError> {
         .id()
         .map(|id| id.to_string())
         .ok_or_else(|| internal("request without a session"))
+}
+
+/// The session of a server-function call, opened if the call came without one (the cart
+/// is not under the idempotency protocol: a lost cookie loses a cart, never duplicates).
+async fn open_session_id(session: &Session) -> Result<String, BackendError> {
+    session::ensure_open(session).await.map_err(internal)
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {

@@ -48,7 +48,7 @@ impl Application {
     /// port, as tests do) and assembles the router.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         db::ensure_database(&config.database_url).await?;
-        let db = db::connect(&config.database_url).await?;
+        let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
         let state = AppState {
@@ -100,6 +100,7 @@ impl Application {
 async fn router(state: AppState) -> anyhow::Result<Router> {
     let sessions = session::layer(state.db.clone()).await?;
     let api = Router::new()
+        .route("/session", get(session::show))
         .merge(catalog::router())
         .merge(orders::router())
         .merge(payments::router())

@@ -2,7 +2,7 @@ use leptos::prelude::*;
 use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::{
-    api::{clear_cart, get_checkout},
+    api::get_checkout,
     dto::{format_money, order_request, Cart, Checkout},
     submit_once::{use_submit_once, SubmitOnce},
 };
@@ -29,12 +29,8 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
     let navigate = use_navigate();
     let submit = use_submit_once("checkout", checkout.key.clone(), move |order| {
         let id = order["id"].as_str().unwrap_or_default().to_owned();
-        let navigate = navigate.clone();
-        leptos::task::spawn_local(async move {
-            // Best effort: the order exists whether or not the cart empties.
-            let _ = clear_cart().await;
-            navigate(&format!("/orders/{id}"), Default::default());
-        });
+        // The order's own transaction emptied the cart on the server.
+        navigate(&format!("/orders/{id}"), Default::default());
     });
     let Checkout { cart, key } = checkout;
     if cart.lines.is_empty() {

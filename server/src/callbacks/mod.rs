@@ -9,6 +9,7 @@
 //!
 //! A transient failure rolls back all of it and answers 503, so the provider retries.
 
+mod outcome;
 pub mod signature;
 
 use std::sync::Arc;
@@ -27,9 +28,10 @@ use uuid::Uuid;
 
 use crate::{
     error::ApiError,
-    payments::apply::{self, ApplyError, ChargeFacts},
+    payments::apply::{self, Applied, ApplyError, ChargeFacts},
     startup::AppState,
 };
+use outcome::Outcome;
 use signature::SignatureError;
 
 /// The secrets that may sign callbacks.
@@ -46,22 +48,42 @@ pub fn router() -> Router<AppState> {
     Router::new().route("/webhooks/provider", post(receive))
 }
 
+/// The envelope every provider event shares. `data` is read only for the kinds we know.
 #[derive(Debug, Deserialize)]
 struct ProviderEvent {
     id: String,
     #[serde(rename = "type")]
     event_type: String,
     tx_no: String,
-    data: EventData,
+    #[serde(default)]
+    data: serde_json::Value,
 }
 
+/// The data of `charge.succeeded` and `charge.failed`.
 #[derive(Debug, Deserialize)]
-struct EventData {
+struct ChargeData {
     charge_id: String,
     amount_cents: i64,
     currency: String,
     reference: String,
     failure_code: Option<String>,
+}
+
+/// What the callback says, once understood.
+enum Event {
+    Succeeded(ChargeData),
+    Failed(ChargeData),
+    /// A kind this shop does not act on; acknowledged so the provider stops retrying it.
+    Other,
+}
+
+fn understand(event: &ProviderEvent) -> Result<Event, serde_json::Error> {
+    let data = || serde_json::from_value::<ChargeData>(event.data.clone());
+    Ok(match event.event_type.as_str() {
+        "charge.succeeded" => Event::Succeeded(data()?),
+        "charge.failed" => Event::Failed(data()?),
+        _ => Event::Other,
+    })
 }
 
 async fn receive(
@@ -81,8 +103,9 @@ async fn receive(
         )
     };
     let payload: serde_json::Value = serde_json::from_slice(&body).map_err(invalid)?;
-    let event: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
-    let outcome = record_and_apply(&db, &event, payload).await?;
+    let envelope: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
+    let event = understand(&envelope).map_err(invalid)?;
+    let outcome = record_and_apply(&db, &envelope, &event, payload).await?;
     Ok(Json(json!({ "received": true, "outcome": outcome })))
 }
 
@@ -102,20 +125,29 @@ fn refuse(e: SignatureError) -> ApiError {
     }
 }
 
+/// Records the callback (a duplicate stops here) and applies it, in one transaction. The
+/// application runs in a savepoint: if the database refuses it (a constraint), the
+/// refusal is recorded as the callback's outcome and answered 200, since delivering the
+/// same callback again could never succeed.
 async fn record_and_apply(
     db: &PgPool,
-    event: &ProviderEvent,
+    envelope: &ProviderEvent,
+    event: &Event,
     payload: serde_json::Value,
 ) -> Result<&'static str, ApiError> {
     let mut tx = db.begin().await?;
+    let charge_id = match event {
+        Event::Succeeded(d) | Event::Failed(d) => Some(d.charge_id.as_str()),
+        Event::Other => None,
+    };
     let inserted = sqlx::query(
         "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT ON CONSTRAINT payment_callbacks_pkey DO NOTHING",
     )
-    .bind(&event.tx_no)
-    .bind(&event.id)
-    .bind(&event.event_type)
-    .bind(&event.data.charge_id)
+    .bind(&envelope.tx_no)
+    .bind(&envelope.id)
+    .bind(&envelope.event_type)
+    .bind(charge_id)
     .bind(payload)
     .execute(&mut *tx)
     .await?;
@@ -123,48 +155,54 @@ async fn record_and_apply(
         tx.commit().await?;
         return Ok("duplicate");
     }
-    let outcome = apply(&mut tx, event).await?;
+    let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
+    let outcome = match apply(&mut savepoint, event).await {
+        Ok(outcome) => {
+            savepoint.commit().await?;
+            outcome
+        }
+        Err(ApplyError::Database(sqlx::Error::Database(e))) if e.constraint().is_some() => {
+            savepoint.rollback().await?;
+            tracing::error!(tx_no = %envelope.tx_no, constraint = ?e.constraint(), "provider callback refused by a constraint; flagged for an operator");
+            Outcome::Conflict
+        }
+        Err(ApplyError::Database(e)) => return Err(e.into()),
+        Err(refused) => {
+            savepoint.rollback().await?;
+            tracing::error!(tx_no = %envelope.tx_no, error = %refused, "provider callback refused; flagged for an operator");
+            Outcome::refused(&refused)
+        }
+    };
     sqlx::query("UPDATE payment_callbacks SET outcome = $2 WHERE provider_tx_no = $1")
-        .bind(&event.tx_no)
-        .bind(outcome)
+        .bind(&envelope.tx_no)
+        .bind(outcome.as_str())
         .execute(&mut *tx)
         .await?;
     tx.commit().await?;
-    Ok(outcome)
+    Ok(outcome.as_str())
 }
 
-async fn apply(tx: &mut PgConnection, event: &ProviderEvent) -> Result<&'static str, ApiError> {
-    let Ok(payment_id) = Uuid::parse_str(&event.data.reference) else {
-        tracing::error!(tx_no = %event.tx_no, reference = %event.data.reference, "callback for an unknown reference");
-        return Ok("unknown_payment");
+async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyError> {
+    let data = match event {
+        Event::Succeeded(data) | Event::Failed(data) => data,
+        Event::Other => return Ok(Outcome::Ignored),
     };
-    let result = match event.event_type.as_str() {
-        "charge.succeeded" => {
-            let facts = ChargeFacts {
-                charge_id: event.data.charge_id.clone(),
-                amount_cents: event.data.amount_cents,
-                currency: event.data.currency.clone(),
-            };
-            apply::charge_succeeded(tx, payment_id, &facts)
-                .await
-                .map(drop)
-        }
-        "charge.failed" => {
-            let code = event.data.failure_code.as_deref().unwrap_or("declined");
-            apply::charge_failed(tx, payment_id, &event.data.charge_id, code).await
-        }
-        _ => return Ok("ignored"),
+    let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
+        return Ok(Outcome::UnknownPayment);
     };
-    match result {
-        Ok(()) => Ok("applied"),
-        Err(ApplyError::Database(e)) => Err(e.into()),
-        Err(refused) => {
-            tracing::error!(tx_no = %event.tx_no, error = %refused, "provider callback refused; flagged for an operator");
-            Ok(match refused {
-                ApplyError::AmountMismatch { .. } => "amount_mismatch",
-                ApplyError::SecondSuccess(_) => "second_success",
-                _ => "unknown_payment",
-            })
-        }
+    if let Event::Failed(_) = event {
+        let code = data.failure_code.as_deref().unwrap_or("declined");
+        apply::charge_failed(tx, payment_id, &data.charge_id, code).await?;
+        return Ok(Outcome::Applied);
     }
+    let facts = ChargeFacts {
+        charge_id: data.charge_id.clone(),
+        amount_cents: data.amount_cents,
+        currency: data.currency.clone(),
+    };
+    Ok(match apply::charge_succeeded(tx, payment_id, &facts).await? {
+        Applied::Paid => Outcome::Applied,
+        Applied::AlreadyApplied => Outcome::AlreadyApplied,
+        Applied::RefundDue => Outcome::RefundDue,
+    })
 }

@@ -39,12 +39,15 @@ pub type PgTx = Transaction<'static, Postgres>;
 const CLAIM_ATTEMPTS: usize = 3;
 
 /// One request under the protocol: who sent it (scope), with which key, and what it is.
+///
+/// `operation` is the operation's constant identity (`POST /api/orders`), never the path
+/// a handler happens to see: axum strips a `nest` prefix, and the no-wasm checkout form
+/// posts elsewhere, yet the same intent through either door must be the same request.
 #[derive(Clone, Debug)]
 pub struct IdempotentRequest {
     pub scope: String,
     pub key: IdempotencyKey,
-    pub method: Method,
-    pub route: String,
+    pub operation: String,
     pub fingerprint: Fingerprint,
     pub faults: FaultRequest,
 }
@@ -53,36 +56,38 @@ impl IdempotentRequest {
     pub fn new(
         scope: &str,
         key: IdempotencyKey,
-        method: Method,
-        route: &str,
+        operation: &str,
         body: &serde_json::Value,
     ) -> Self {
         Self {
             scope: scope.to_owned(),
-            fingerprint: Fingerprint::of(&method, route, body),
+            fingerprint: Fingerprint::of(&Method::POST, operation, body),
             key,
-            method,
-            route: route.to_owned(),
+            operation: operation.to_owned(),
             faults: FaultRequest::default(),
         }
     }
+
+    pub fn with_faults(self, faults: FaultRequest) -> Self {
+        Self { faults, ..self }
+    }
 }
 
-/// Extractor for routes that require `Idempotency-Key`: the key plus method and path. The
-/// body is fingerprinted later, once it has been parsed.
+/// Extractor for routes that require `Idempotency-Key`. The body is fingerprinted later,
+/// once it has been parsed, together with the operation the handler names.
 pub struct RequestKey {
     key: IdempotencyKey,
-    method: Method,
-    route: String,
     faults: FaultRequest,
 }
 
 impl RequestKey {
-    pub fn for_body(self, scope: &str, body: &serde_json::Value) -> IdempotentRequest {
-        IdempotentRequest {
-            faults: self.faults,
-            ..IdempotentRequest::new(scope, self.key, self.method, &self.route, body)
-        }
+    pub fn for_body(
+        self,
+        scope: &str,
+        operation: &str,
+        body: &serde_json::Value,
+    ) -> IdempotentRequest {
+        IdempotentRequest::new(scope, self.key, operation, body).with_faults(self.faults)
     }
 }
 
@@ -98,8 +103,6 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestKey {
         let text = String::from_utf8_lossy(header.as_bytes());
         Ok(Self {
             key: IdempotencyKey::parse(&text)?,
-            method: parts.method.clone(),
-            route: parts.uri.path().to_owned(),
             faults: FaultRequest::from_headers(&parts.headers),
         })
     }
@@ -161,9 +164,10 @@ where
         Err(e) => return e.into_response(),
     };
     let outcome: Result<(PgTx, Reply), ApiError> = async {
-        let (tx, reply) = work(idem.db.clone()).await?;
+        let (tx, reply) = idem.heartbeat(&req, lease, work(idem.db.clone())).await?;
         // Tests may hold the request here, inside its open transaction, or fail it; a
-        // failure drops `tx`, which rolls the business writes back.
+        // failure drops `tx`, which rolls the business writes back. A held request sends
+        // no heartbeat, like a stalled process: its lease runs out.
         idem.faults.inject(&req.faults).await?;
         Ok((tx, reply))
     }
@@ -210,6 +214,41 @@ impl Idempotency {
             }
         }
         Err(ApiError::RequestInProgress)
+    }
+
+    /// Runs `work` while renewing our lease every third of its length, so work that
+    /// legitimately outlives one lease (a slow provider) is not taken over while it is
+    /// alive. Each renewal is bounded by the same third: a renewal that cannot land in time
+    /// is dropped and the next one tries. Renewals stop when `work` ends, or when the lease
+    /// turns out to be lost (completion is fenced on the token either way).
+    async fn heartbeat<T>(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let every = self.lease / 3;
+        let renewals = async {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let renewal = store::renew(&self.db, req, lease, self.lease);
+                match tokio::time::timeout(every, renewal).await {
+                    Ok(Ok(true)) => {}
+                    Ok(Ok(false)) => {
+                        tracing::warn!(key = %req.key, "lease lost while working; completion will be fenced");
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(Err(e)) => tracing::warn!(key = %req.key, error = %e, "lease renewal failed"),
+                    Err(_) => tracing::warn!(key = %req.key, "lease renewal timed out"),
+                }
+            }
+        };
+        tokio::select! {
+            out = work => out,
+            _ = renewals => unreachable!("lease renewals never end"),
+        }
     }
 
     /// The answer for a key someone else holds; `None` when it may be claimed again.

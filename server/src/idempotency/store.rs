@@ -44,13 +44,12 @@ pub async fn claim(
     let lease_ms = lease.as_millis() as i64;
     let inserted = sqlx::query(
         "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
-         VALUES ($1, $2, $3, $4, $5, 'processing', $6, now() + $7 * interval '1 millisecond')
+         VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6 * interval '1 millisecond')
          ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
     )
     .bind(&req.scope)
     .bind(req.key.as_str())
-    .bind(req.method.as_str())
-    .bind(&req.route)
+    .bind(&req.operation)
     .bind(req.fingerprint.as_str())
     .bind(token)
     .bind(lease_ms)
@@ -64,7 +63,7 @@ pub async fn claim(
     // condition makes sure a different request can never take a key over.
     let reclaimed: Option<String> = sqlx::query_scalar(
         "UPDATE idempotency_keys k
-            SET state = 'processing', lease_token = $4,
+            SET state = 'processing', lease_token = $4, finished_at = NULL,
                 locked_until = now() + $5 * interval '1 millisecond'
            FROM (SELECT state FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE) previous
           WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = $3
@@ -137,7 +136,7 @@ pub async fn complete<'e>(
     let updated = sqlx::query(
         "UPDATE idempotency_keys
             SET state = 'completed', response_status = $4, response_headers = $5, response_body = $6,
-                completed_at = now(), locked_until = NULL
+                completed_at = now(), finished_at = now(), locked_until = NULL
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
     )
     .bind(&req.scope)
@@ -151,10 +150,32 @@ pub async fn complete<'e>(
     Ok(updated.rows_affected() == 1)
 }
 
-/// Marks a transient failure so that the same key may run again at once.
+/// Extends our lease (the heartbeat); `false` means the lease is no longer ours.
+pub async fn renew(
+    db: &PgPool,
+    req: &IdempotentRequest,
+    lease: Uuid,
+    length: Duration,
+) -> Result<bool, sqlx::Error> {
+    let renewed = sqlx::query(
+        "UPDATE idempotency_keys SET locked_until = now() + $4 * interval '1 millisecond'
+          WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(lease)
+    .bind(length.as_millis() as i64)
+    .execute(db)
+    .await?;
+    Ok(renewed.rows_affected() == 1)
+}
+
+/// Marks a transient failure so that the same key may run again at once. Fenced like
+/// completion: a stale holder that fails after a takeover must not reopen the key while
+/// the new holder is still working.
 pub async fn fail(db: &PgPool, req: &IdempotentRequest, lease: Uuid) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE idempotency_keys SET state = 'failed', locked_until = NULL
+        "UPDATE idempotency_keys SET state = 'failed', locked_until = NULL, finished_at = now()
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
     )
     .bind(&req.scope)

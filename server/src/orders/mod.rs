@@ -20,9 +20,13 @@ use crate::{
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
-    session::Shopper,
+    session::{ExistingShopper, Shopper},
     startup::AppState,
 };
+
+/// The identity of "create an order" in the idempotency table, whichever door it came
+/// through (`POST /api/orders` or the no-wasm checkout form).
+pub const CREATE_ORDER: &str = "POST /api/orders";
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -32,16 +36,27 @@ pub fn router() -> Router<AppState> {
 
 async fn create(
     State(idem): State<Idempotency>,
-    shopper: Shopper,
+    shopper: ExistingShopper,
     key: RequestKey,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
-    let request = key.for_body(&shopper.id, &body);
-    Ok(idempotency::execute(&idem, request, move |db| {
-        store::create_in_new_tx(db, shopper.id, new_order)
+    let request = key.for_body(&shopper.id, CREATE_ORDER, &body);
+    Ok(create_order(&idem, request, new_order).await)
+}
+
+/// Creates the order under the idempotency protocol; both doors end here.
+pub async fn create_order(
+    idem: &Idempotency,
+    request: idempotency::IdempotentRequest,
+    new_order: NewOrder,
+) -> Response {
+    let session_id = request.scope.clone();
+    let key = request.key.to_string();
+    idempotency::execute(idem, request, move |db| {
+        store::create_in_new_tx(db, session_id, key, new_order)
     })
-    .await)
+    .await
 }
 
 async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Order>>, ApiError> {

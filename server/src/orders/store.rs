@@ -9,6 +9,7 @@ use app::dto::{Order, OrderItem, OrderStatus};
 
 use super::NewOrder;
 use crate::{
+    cart,
     error::ApiError,
     idempotency::{executor::PgTx, Reply},
     outbox,
@@ -24,15 +25,30 @@ struct PricedProduct {
 }
 
 /// Opens the business transaction and creates the order in it, for the idempotency
-/// executor to complete and commit.
+/// executor to complete and commit. The same transaction empties the session's cart. A
+/// definitive refusal (unknown product, out of stock) is returned with a transaction too,
+/// one that ends the cart's checkout intent, so the refusal and the end of the intent
+/// are stored together.
 pub async fn create_in_new_tx(
     db: PgPool,
     session_id: String,
+    key: String,
     new: NewOrder,
 ) -> Result<(PgTx, Reply), ApiError> {
     let mut tx = db.begin().await?;
-    let reply = create(&mut tx, &session_id, &new).await?;
-    Ok((tx, reply))
+    match create(&mut tx, &session_id, &new).await {
+        Ok(reply) => {
+            cart::empty(&mut tx, &session_id).await?;
+            Ok((tx, reply))
+        }
+        Err(e) if e.is_transient() => Err(e),
+        Err(refusal) => {
+            tx.rollback().await?;
+            let mut tx = db.begin().await?;
+            cart::end_intent(&mut tx, &session_id, &key).await?;
+            Ok((tx, Reply::refusal(&refusal)))
+        }
+    }
 }
 
 /// Creates the order, its lines and its `order.created` event in the caller's transaction.

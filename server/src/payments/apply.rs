@@ -2,6 +2,18 @@
 //! code either way. Idempotent and forward-only: applying twice changes nothing the second
 //! time, an order only moves `pending_payment → paid`, and money is never taken from the
 //! callback: its amount is only checked against the order's total.
+//!
+//! A payment attempt moves
+//!
+//! ```text
+//! pending ──succeeded, order payable──────▶ succeeded
+//! pending ──succeeded, order paid/cancelled▶ refund_due   (money owed back; payment.refund_due)
+//! pending ──declined──────────────────────▶ failed
+//! failed  ──late success, order payable───▶ succeeded    (the money was taken: honour it)
+//! failed  ──late success, order not payable▶ refund_due
+//! ```
+//!
+//! and never back: a late decline never undoes a success.
 
 use sqlx::PgConnection;
 use uuid::Uuid;
@@ -15,6 +27,18 @@ pub struct ChargeFacts {
     pub currency: String,
 }
 
+/// What applying a success did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The attempt succeeded and the order is now paid (`order.paid` written).
+    Paid,
+    /// This success was applied before: nothing changed.
+    AlreadyApplied,
+    /// The order could no longer take the money (paid by another charge, cancelled): the
+    /// attempt is `refund_due` and `payment.refund_due` was written.
+    RefundDue,
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum ApplyError {
     #[error("no payment attempt {0}")]
@@ -25,8 +49,6 @@ pub enum ApplyError {
         expected: i64,
         currency: String,
     },
-    #[error("order {0} already has another succeeded payment")]
-    SecondSuccess(Uuid),
     #[error(transparent)]
     Database(#[from] sqlx::Error),
 }
@@ -40,48 +62,76 @@ impl From<ApplyError> for ApiError {
     }
 }
 
-/// Returns `true` if this call moved the order to `paid` (and wrote `order.paid`).
+#[derive(sqlx::FromRow)]
+struct Target {
+    payment_status: String,
+    order_id: Uuid,
+    order_status: String,
+    total_cents: i64,
+    currency: String,
+}
+
+/// Applies a succeeded charge to its attempt and order; see the module's state diagram.
 pub async fn charge_succeeded(
     tx: &mut PgConnection,
     payment_id: Uuid,
     charge: &ChargeFacts,
-) -> Result<bool, ApplyError> {
-    let row: Option<(Uuid, i64, String)> = sqlx::query_as(
-        "SELECT o.id, o.total_cents, o.currency FROM payments p JOIN orders o ON o.id = p.order_id
+) -> Result<Applied, ApplyError> {
+    let target: Option<Target> = sqlx::query_as(
+        "SELECT p.status AS payment_status, o.id AS order_id, o.status AS order_status,
+                o.total_cents, o.currency
+           FROM payments p JOIN orders o ON o.id = p.order_id
           WHERE p.id = $1 FOR UPDATE OF p, o",
     )
     .bind(payment_id)
     .fetch_optional(&mut *tx)
     .await?;
-    let (order_id, total, currency) = row.ok_or(ApplyError::UnknownPayment(payment_id))?;
-    if charge.amount_cents != total || charge.currency != currency {
+    let target = target.ok_or(ApplyError::UnknownPayment(payment_id))?;
+    if charge.amount_cents != target.total_cents || charge.currency != target.currency {
         return Err(ApplyError::AmountMismatch {
             charged: charge.amount_cents,
-            expected: total,
+            expected: target.total_cents,
             currency: charge.currency.clone(),
         });
     }
-    // The partial unique index payments_one_success_per_order would refuse a second success
-    // anyway; asking first keeps the transaction usable for recording what happened.
-    let other_success: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM payments WHERE order_id = $1 AND status = 'succeeded' AND id <> $2)",
-    )
-    .bind(order_id)
-    .bind(payment_id)
-    .fetch_one(&mut *tx)
-    .await?;
-    if other_success {
-        return Err(ApplyError::SecondSuccess(order_id));
+    if matches!(target.payment_status.as_str(), "succeeded" | "refund_due") {
+        return Ok(Applied::AlreadyApplied);
     }
+    if target.order_status != "pending_payment" {
+        owe_refund(tx, payment_id, target.order_id, charge).await?;
+        return Ok(Applied::RefundDue);
+    }
+    set_status(tx, payment_id, "succeeded", charge).await?;
+    mark_order_paid(tx, target.order_id, payment_id, charge).await?;
+    Ok(Applied::Paid)
+}
+
+async fn set_status(
+    tx: &mut PgConnection,
+    payment_id: Uuid,
+    status: &str,
+    charge: &ChargeFacts,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE payments SET status = 'succeeded', provider_charge_id = $2, failure_code = NULL, updated_at = now()
-          WHERE id = $1 AND status <> 'succeeded'",
+        "UPDATE payments SET status = $2, provider_charge_id = $3, failure_code = NULL, updated_at = now()
+          WHERE id = $1",
     )
     .bind(payment_id)
+    .bind(status)
     .bind(&charge.charge_id)
-    .execute(&mut *tx)
+    .execute(tx)
     .await?;
-    mark_order_paid(tx, order_id, payment_id, charge).await
+    Ok(())
+}
+
+fn event_payload(order_id: Uuid, payment_id: Uuid, charge: &ChargeFacts) -> serde_json::Value {
+    serde_json::json!({
+        "order_id": order_id,
+        "payment_id": payment_id,
+        "charge_id": charge.charge_id,
+        "amount_cents": charge.amount_cents,
+        "currency": charge.currency,
+    })
 }
 
 async fn mark_order_paid(
@@ -89,23 +139,28 @@ async fn mark_order_paid(
     order_id: Uuid,
     payment_id: Uuid,
     charge: &ChargeFacts,
-) -> Result<bool, ApplyError> {
-    let moved = sqlx::query("UPDATE orders SET status = 'paid', updated_at = now() WHERE id = $1 AND status = 'pending_payment'")
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE orders SET status = 'paid', updated_at = now() WHERE id = $1 AND status = 'pending_payment'")
         .bind(order_id)
         .execute(&mut *tx)
         .await?;
-    if moved.rows_affected() == 0 {
-        return Ok(false); // already paid (or beyond): the transition is done, nothing to announce
-    }
-    let payload = serde_json::json!({
-        "order_id": order_id,
-        "payment_id": payment_id,
-        "charge_id": charge.charge_id,
-        "amount_cents": charge.amount_cents,
-        "currency": charge.currency,
-    });
+    let payload = event_payload(order_id, payment_id, charge);
     outbox::record(tx, "order", order_id, "order.paid", payload).await?;
-    Ok(true)
+    Ok(())
+}
+
+/// A success the order cannot take: recorded as money owed back, announced for the refund.
+async fn owe_refund(
+    tx: &mut PgConnection,
+    payment_id: Uuid,
+    order_id: Uuid,
+    charge: &ChargeFacts,
+) -> Result<(), sqlx::Error> {
+    tracing::warn!(payment = %payment_id, order = %order_id, "a charge succeeded for an order that cannot take it; refund due");
+    set_status(tx, payment_id, "refund_due", charge).await?;
+    let payload = event_payload(order_id, payment_id, charge);
+    outbox::record(tx, "payment", payment_id, "payment.refund_due", payload).await?;
+    Ok(())
 }
 
 /// A declined charge: the attempt fails, unless it already has an outcome (a late

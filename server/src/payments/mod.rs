@@ -9,6 +9,12 @@
 //! 3. the outcome is applied ([`apply`], the same idempotent code a callback uses) in the
 //!    transaction that completes the key.
 //!
+//! At most one attempt per order is in flight: the partial unique index
+//! `payments_one_pending_per_order` refuses a second pending attempt (another key, another
+//! tab) with 409 `payment-in-progress` before anything is charged. An attempt whose outcome
+//! is unknown (provider unreachable, an answer that is neither succeeded nor failed) stays
+//! pending: the same key resumes it, a callback settles it; it is never guessed declined.
+//!
 //! `GET /api/orders/{id}/payments` lists an order's payment attempts.
 
 pub mod apply;
@@ -29,7 +35,7 @@ use crate::{
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
-    session::Shopper,
+    session::{ExistingShopper, Shopper},
     startup::AppState,
 };
 use provider::ProviderClient;
@@ -71,17 +77,22 @@ impl CardNumber {
     }
 }
 
+/// The identity of "pay this order" in the idempotency table.
+fn pay_operation(order_id: Uuid) -> String {
+    format!("POST /api/orders/{order_id}/payments")
+}
+
 async fn pay(
     State(idem): State<Idempotency>,
     State(provider): State<ProviderClient>,
-    shopper: Shopper,
+    shopper: ExistingShopper,
     Path(id): Path<String>,
     key: RequestKey,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let order_id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
     let card = CardNumber::parse(&body)?;
-    let request = key.for_body(&shopper.id, &body);
+    let request = key.for_body(&shopper.id, &pay_operation(order_id), &body);
     let attempt = AttemptKey {
         scope: request.scope.clone(),
         key: request.key.to_string(),
@@ -106,21 +117,32 @@ async fn charge_order(
     let mut tx = db.begin().await?;
     let reply = match charge.status.as_str() {
         "succeeded" => {
-            apply::charge_succeeded(&mut tx, payment.id, &charge.facts())
-                .await
-                .map_err(ApiError::from)?;
-            let view = store::view(&mut tx, payment.id).await?;
-            idempotency::Reply::created(format!("/api/orders/{order_id}/payments"), view)?
+            let applied = apply::charge_succeeded(&mut tx, payment.id, &charge.facts()).await?;
+            if applied == apply::Applied::RefundDue {
+                idempotency::Reply::refusal(&ApiError::unprocessable(
+                    "order-not-payable",
+                    "the order was paid or cancelled meanwhile; this charge will be refunded",
+                ))
+            } else {
+                let view = store::view(&mut tx, payment.id).await?;
+                idempotency::Reply::created(format!("/api/orders/{order_id}/payments"), view)?
+            }
         }
-        _ => {
+        "failed" => {
             let code = charge
                 .failure_code
                 .clone()
                 .unwrap_or_else(|| "declined".into());
-            apply::charge_failed(&mut tx, payment.id, &charge.id, &code)
-                .await
-                .map_err(ApiError::from)?;
+            apply::charge_failed(&mut tx, payment.id, &charge.id, &code).await?;
             idempotency::Reply::refusal(&ApiError::PaymentDeclined { code })
+        }
+        // Neither: the outcome is not known yet. The attempt stays pending; a retry of the
+        // same key asks again, a callback settles it.
+        other => {
+            return Err(ApiError::Unavailable(anyhow::anyhow!(
+                "the provider reports charge {} as {other:?}; the attempt stays pending",
+                charge.id
+            )))
         }
     };
     Ok((tx, reply))

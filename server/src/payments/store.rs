@@ -4,7 +4,7 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::error::ApiError;
+use crate::error::{ApiError, OnConstraint};
 
 /// The idempotency key of the request that made an attempt: the attempt's identity.
 pub struct AttemptKey {
@@ -32,7 +32,8 @@ pub struct PaymentView {
 }
 
 /// Recovery point 1: records the attempt (amount from the order, never from the client), or
-/// finds the one an earlier try of the same request recorded. Commits on its own.
+/// finds the one an earlier try of the same request recorded. Commits on its own. Another
+/// attempt of the order still pending (another key) → 409 `payment-in-progress`.
 pub async fn begin_attempt(
     db: &PgPool,
     session_id: &str,
@@ -51,7 +52,10 @@ pub async fn begin_attempt(
     .bind(&attempt.key)
     .bind(session_id)
     .execute(db)
-    .await?;
+    .await
+    .on_constraint("payments_one_pending_per_order", || {
+        ApiError::PaymentInProgress
+    })?;
     let found: Option<Attempt> = sqlx::query_as(
         "SELECT id, order_id, amount_cents, currency FROM payments
           WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",

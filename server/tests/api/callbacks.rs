@@ -1,7 +1,6 @@
 //! Provider callbacks: signed, deduplicated by transaction number, applied once, forward only.
 
 use crate::helpers::*;
-use provider::config::DEV_WEBHOOK_SECRET;
 
 /// An order paid through the API; returns (order id, payment id, charge id).
 async fn paid_order(app: &TestApp) -> (String, String, String) {
@@ -26,31 +25,31 @@ fn now() -> i64 {
 #[tokio::test]
 async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_once() {
     let (app, _provider) = spawn_shop_and_provider().await;
-    let (order_id, payment_id, charge_id) = paid_order(&app).await;
-    let succeeded = callback(
-        "charge.succeeded",
-        "txn_storm",
-        &charge_id,
-        3600,
-        &payment_id,
-    );
+    let order_id = place_order(&app).await;
+    // The charge's answer is still on the way: the storm is what settles the attempt.
+    let payment_id = pending_attempt(&app, &order_id).await;
+    let succeeded = callback("charge.succeeded", "txn_storm", "ch_storm", 3600, &payment_id);
     let deliveries: Vec<_> = (0..20)
         .map(|_| {
-            let request = signed_callback(&app, &succeeded, DEV_WEBHOOK_SECRET, now());
-            tokio::spawn(async move { request.send().await.unwrap().status().as_u16() })
+            let request = signed_callback(&app, &succeeded, TEST_WEBHOOK_SECRET, now());
+            tokio::spawn(async move {
+                let response = request.send().await.unwrap();
+                assert_eq!(response.status(), 200);
+                let body: serde_json::Value = response.json().await.unwrap();
+                body["outcome"].as_str().unwrap().to_owned()
+            })
         })
         .collect();
+    let mut outcomes = Vec::new();
     for delivery in deliveries {
-        assert_eq!(delivery.await.unwrap(), 200);
+        outcomes.push(delivery.await.unwrap());
     }
+    outcomes.sort();
+    assert_eq!(outcomes.iter().filter(|o| *o == "applied").count(), 1, "{outcomes:?}");
+    assert_eq!(outcomes.iter().filter(|o| *o == "duplicate").count(), 19, "{outcomes:?}");
+
     // Late and out of order: a failure after the success, and another copy of the success.
-    let late_failure = callback(
-        "charge.failed",
-        "txn_late_failure",
-        &charge_id,
-        3600,
-        &payment_id,
-    );
+    let late_failure = callback("charge.failed", "txn_late_failure", "ch_storm", 3600, &payment_id);
     assert_eq!(app.send_callback(&late_failure, now()).await.status(), 200);
     assert_eq!(app.send_callback(&succeeded, now()).await.status(), 200);
 
@@ -61,15 +60,172 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
         "a late failure never undoes a success"
     );
     assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(app.count_where("payment_callbacks", "provider_tx_no = 'txn_storm'").await, 1);
+}
+
+#[tokio::test]
+async fn the_providers_own_webhook_delivered_twenty_times_settles_a_pending_attempt_once() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    provider.settings.set_chaos(provider::settings::Chaos {
+        duplicates: 19,
+        ..Default::default()
+    });
+    // The provider charges the attempt (as our call did, whose answer was lost) and then
+    // announces it twenty times.
+    provider.charge(&payment_id, "4242424242424242", 3600).await;
+    eventually("all twenty deliveries landed", || async {
+        provider.delivered().await == 20
+    })
+    .await;
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    let outcomes: Vec<String> = sqlx::query_scalar("SELECT outcome FROM payment_callbacks")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(outcomes, ["applied"], "recorded once, applied once");
+    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+}
+
+#[tokio::test]
+async fn a_charge_answer_racing_its_callback_is_applied_once() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    // The charge answer is applied and held before its commit, holding the payment's lock.
+    let paying = {
+        let request = app
+            .client
+            .post(app.url(&format!("/api/orders/{order_id}/payments")))
+            .header("idempotency-key", "race-1")
+            .header("once-test-hold", "race")
+            .json(&serde_json::json!({ "card_number": "4242424242424242" }));
+        tokio::spawn(async move { request.send().await.unwrap() })
+    };
+    app.wait_until_held("race", 1).await;
+    // The provider's webhook arrives meanwhile and waits for that lock.
+    eventually("the callback waits on the payment's lock", || async {
+        app.count_where(
+            "pg_stat_activity",
+            "datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    app.open_gate("race").await;
+    let paid = paying.await.unwrap();
+    assert_eq!(paid.status(), 201);
+    assert!(paid.headers().get("idempotent-replayed").is_none());
+    eventually("the callback is recorded", || async {
+        app.count_where("payment_callbacks", "outcome = 'already_applied'").await == 1
+    })
+    .await;
+    assert_eq!(provider.charges().await, 1);
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+}
+
+#[tokio::test]
+async fn a_success_for_an_order_already_paid_is_refund_due_not_a_second_success() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let (order_id, _, _) = paid_order(&app).await;
+    // Another attempt's charge went through too (a double charge, however it happened).
+    let other = pending_attempt(&app, &order_id).await;
+    let late = callback("charge.succeeded", "txn_double", "ch_double", 3600, &other);
+    let response = app.send_callback(&late, now()).await;
+    assert_eq!(response.status(), 200, "never a 500 the provider would retry forever");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["outcome"], "refund_due");
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+    assert_eq!(app.count_where("payments", "status = 'refund_due' AND provider_charge_id = 'ch_double'").await, 1);
+    assert_eq!(app.count_where("outbox_events", "event_type = 'payment.refund_due'").await, 1);
+    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    // Its duplicate changes nothing.
+    app.send_callback(&late, now()).await;
+    assert_eq!(app.count_where("outbox_events", "event_type = 'payment.refund_due'").await, 1);
+}
+
+#[tokio::test]
+async fn a_success_for_a_cancelled_order_is_refund_due() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    sqlx::query("UPDATE orders SET status = 'cancelled' WHERE id = $1::uuid")
+        .bind(&order_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let body: serde_json::Value = app
+        .send_callback(&callback("charge.succeeded", "txn_c", "ch_c", 3600, &payment_id), now())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["outcome"], "refund_due");
+    assert_eq!(app.order_status(&order_id).await, "cancelled");
+    assert_eq!(app.count_where("payments", "status = 'refund_due'").await, 1);
+}
+
+#[tokio::test]
+async fn a_late_success_after_a_timeout_failure_is_honoured_while_the_order_is_payable() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    sqlx::query("UPDATE payments SET status = 'failed', failure_code = 'timeout' WHERE id = $1::uuid")
+        .bind(&payment_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let body: serde_json::Value = app
+        .send_callback(&callback("charge.succeeded", "txn_l", "ch_l", 3600, &payment_id), now())
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(body["outcome"], "applied");
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+}
+
+#[tokio::test]
+async fn callbacks_that_could_never_succeed_are_recorded_and_acknowledged() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    // A kind of event the shop does not act on, with a data shape of its own.
+    let unknown = serde_json::json!({
+        "id": "evt_dispute", "type": "charge.dispute.created", "tx_no": "txn_dispute",
+        "created": now(), "data": { "dispute": "dp_1" }
+    });
+    let response = app.send_callback(&unknown, now()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(app.count_where("payment_callbacks", "outcome = 'ignored'").await, 1);
+
+    // A success whose charge id another attempt already holds: the database refuses it.
+    let order_id = place_order(&app).await;
+    let earlier = pending_attempt(&app, &order_id).await;
+    sqlx::query("UPDATE payments SET status = 'failed', provider_charge_id = 'ch_taken' WHERE id = $1::uuid")
+        .bind(&earlier)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let payment_id = pending_attempt(&app, &order_id).await;
+    let clash = callback("charge.succeeded", "txn_clash", "ch_taken", 3600, &payment_id);
+    let response = app.send_callback(&clash, now()).await;
+    assert_eq!(response.status(), 200, "recorded, not a 500 retried forever");
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert_eq!(body["outcome"], "conflict");
+    assert_eq!(app.count_where("payment_callbacks", "outcome = 'conflict'").await, 1);
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+
+    // Outcome names are a closed list in the database too.
+    let bad = sqlx::query("UPDATE payment_callbacks SET outcome = 'whatever'")
+        .execute(&app.db)
+        .await
+        .unwrap_err();
     assert_eq!(
-        app.count_where("outbox_events", "event_type = 'order.paid'")
-            .await,
-        1
-    );
-    assert_eq!(
-        app.count_where("payment_callbacks", "provider_tx_no = 'txn_storm'")
-            .await,
-        1
+        bad.as_database_error().unwrap().constraint(),
+        Some("payment_callbacks_outcome_valid")
     );
 }
 
@@ -116,7 +272,7 @@ async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
         }
         request.send()
     };
-    let dev = DEV_WEBHOOK_SECRET;
+    let dev = TEST_WEBHOOK_SECRET;
     assert_problem(
         post(None, bytes.clone()).await.unwrap(),
         400,
@@ -138,7 +294,7 @@ async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
     )
     .await;
     assert_problem(
-        post(Some(signed(now() - 301, dev)), bytes.clone())
+        post(Some(signed(now() - 330, dev)), bytes.clone())
             .await
             .unwrap(),
         401,
@@ -146,7 +302,7 @@ async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
     )
     .await;
     assert_problem(
-        post(Some(signed(now() + 301, dev)), bytes.clone())
+        post(Some(signed(now() + 330, dev)), bytes.clone())
             .await
             .unwrap(),
         401,
@@ -209,7 +365,7 @@ async fn a_rotated_secret_is_still_accepted() {
     let (app, _provider) = spawn_shop_and_provider().await;
     let rotated = start(
         server::config::Config {
-            webhook_secrets: vec!["whsec_new".into(), DEV_WEBHOOK_SECRET.into()],
+            webhook_secrets: vec!["whsec_new_rotated_secret".into(), TEST_WEBHOOK_SECRET.into()],
             listen_addr: "127.0.0.1:0".parse().unwrap(),
             ..app.config.clone()
         },
@@ -223,7 +379,7 @@ async fn a_rotated_secret_is_still_accepted() {
         3600,
         &uuid::Uuid::new_v4().to_string(),
     );
-    for secret in ["whsec_new", DEV_WEBHOOK_SECRET] {
+    for secret in ["whsec_new_rotated_secret", TEST_WEBHOOK_SECRET] {
         let response = signed_callback(&rotated, &body, secret, now())
             .send()
             .await

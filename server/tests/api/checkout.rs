@@ -50,7 +50,7 @@ fn location(response: &reqwest::Response) -> String {
 }
 
 #[tokio::test]
-async fn the_checkout_page_renders_the_cart_and_a_fresh_key() {
+async fn the_checkout_page_renders_the_cart_and_its_key() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
     let html = app.get_text(&app.client, "/checkout").await;
@@ -59,15 +59,16 @@ async fn the_checkout_page_renders_the_cart_and_a_fresh_key() {
         "the cart, priced by the server"
     );
     assert!(html.contains(r#"name="idempotency_key""#) && html.contains("Place order"));
-    let key_of = |html: &str| {
-        let start = html
-            .find(r#"name="idempotency_key" value=""#)
-            .expect("a key in the form")
-            + 30;
-        html[start..start + 36].to_owned()
-    };
-    let again = app.get_text(&app.client, "/checkout").await;
-    assert_ne!(key_of(&html), key_of(&again), "each render is a new intent");
+    let key = page_key(&app, &app.client).await;
+    assert_eq!(
+        page_key(&app, &app.client).await,
+        key,
+        "every render of the same cart carries the same intent"
+    );
+    let other_tab = shopper();
+    app.open_session(&other_tab).await;
+    add_mugs(&app, &other_tab).await;
+    assert_ne!(page_key(&app, &other_tab).await, key, "another shopper's cart, another key");
 }
 
 #[tokio::test]
@@ -133,4 +134,109 @@ async fn my_orders_lists_only_this_sessions_orders() {
     assert!(!theirs.contains(&page) && theirs.contains("No orders yet"));
     let their_view = app.get_text(&stranger, &page).await;
     assert!(their_view.contains("There is no such order"));
+}
+
+/// The key the checkout page's form carries.
+async fn page_key(app: &TestApp, client: &reqwest::Client) -> String {
+    let html = app.get_text(client, "/checkout").await;
+    let field = html
+        .find(r#"name="idempotency_key""#)
+        .expect("the form's key field");
+    let rest = &html[field..];
+    let value = rest.find(r#"value=""#).expect("a value") + r#"value=""#.len();
+    rest[value..][..rest[value..].find('"').unwrap()].to_owned()
+}
+
+#[tokio::test]
+async fn the_form_and_the_api_are_one_operation_for_one_key() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    let order_page = location(&submit_form(&app, &app.client, &key, None).await);
+    // The hydrated page (or a client) sends the same intent through the API.
+    let api = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    assert_eq!(api.status(), 201, "a replay, not a 422");
+    assert_eq!(api.headers()["idempotent-replayed"], "true");
+    let api_location = api.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(format!("/api{order_page}"), api_location);
+    assert_eq!(app.count("orders").await, 1);
+}
+
+#[tokio::test]
+async fn the_cart_keeps_its_key_until_the_order_and_the_order_empties_it() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    assert_eq!(page_key(&app, &app.client).await, key, "a reload shows the same key");
+
+    // A transient failure after the order's writes: everything rolls back, the cart too.
+    let failed = form_request(&app, &app.client, &key, None)
+        .header("once-test-fail", "transient")
+        .send()
+        .await
+        .unwrap();
+    assert!(location(&failed).starts_with("/checkout?problem="));
+    assert_eq!(app.count("orders").await, 0);
+    assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 2);
+    assert_eq!(
+        page_key(&app, &app.client).await,
+        key,
+        "the checkout shows the same key: the next click resumes this intent"
+    );
+
+    let placed = location(&submit_form(&app, &app.client, &key, None).await);
+    assert!(placed.starts_with("/orders/"));
+    assert_eq!(app.count("orders").await, 1);
+    assert_eq!(
+        app.cart(&app.client).await["lines"],
+        serde_json::json!([]),
+        "the order's transaction emptied the cart"
+    );
+    add_mugs(&app, &app.client).await;
+    assert_ne!(page_key(&app, &app.client).await, key, "the intent ended with the order");
+}
+
+#[tokio::test]
+async fn an_api_order_empties_the_cart_in_its_own_transaction() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    add_mugs(&app, &app.client).await;
+    let failed = post_order_with(
+        &app.client,
+        &app,
+        Some("api-cart"),
+        MUG_ORDER,
+        &[("once-test-fail", "transient")],
+    )
+    .await;
+    assert_eq!(failed.status(), 503);
+    assert_eq!(app.count("cart_lines").await, 1, "rolled back with the order");
+    let placed = post_order(&app.client, &app, Some("api-cart"), MUG_ORDER).await;
+    assert_eq!(placed.status(), 201);
+    assert_eq!(app.count("cart_lines").await, 0);
+    assert_eq!(app.count("carts").await, 0);
+}
+
+#[tokio::test]
+async fn a_refusal_ends_the_intent_and_a_changed_cart_gets_a_new_key() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    sqlx::query("UPDATE products SET stock = 1 WHERE sku = 'MUG-001'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let refused = location(&submit_form(&app, &app.client, &key, None).await);
+    assert!(refused.contains("in%20stock"), "{refused}");
+    let next = page_key(&app, &app.client).await;
+    assert_ne!(next, key, "the refusal ended the intent");
+
+    app.add_to_cart(&app.client, "TEE-002", 1).await;
+    assert_ne!(page_key(&app, &app.client).await, next, "a changed cart is a new intent");
+    sqlx::query("UPDATE products SET stock = 50 WHERE sku = 'MUG-001'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let key = page_key(&app, &app.client).await;
+    assert!(location(&submit_form(&app, &app.client, &key, None).await).starts_with("/orders/"));
+    assert_eq!(app.count("orders").await, 1);
 }

@@ -142,30 +142,67 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
     // The holder's order rows exist inside its open transaction, invisible to others.
     tokio::time::sleep(Duration::from_millis(700)).await;
 
-    let takeover = post_order(&app.client, &app, Some("lease-1"), MUG_ORDER).await;
-    assert_eq!(
-        takeover.status(),
-        201,
-        "the expired lease is taken over and executed"
-    );
-    let takeover_body = takeover.bytes().await.unwrap();
+    // The takeover executes too, and is held before its commit: two holders at once.
+    let takeover = app.spawn_held_order("lease-1", "second");
+    app.wait_until_held("second", 1).await;
 
+    // The stale holder tries to commit first: its completion is fenced on the lease token.
     app.open_gate("paused").await;
     let stale = stale.await.unwrap();
-    // The stale holder's commit is refused; it answers with what the key now holds.
-    assert_eq!(stale.status(), 201);
-    assert_eq!(stale.headers()["idempotent-replayed"], "true");
-    assert_eq!(stale.bytes().await.unwrap(), takeover_body);
+    assert_problem(stale, 409, "request-in-progress").await;
 
-    assert_eq!(
-        app.count("orders").await,
-        1,
-        "the stale holder's order was rolled back"
-    );
+    app.open_gate("second").await;
+    let takeover = takeover.await.unwrap();
+    assert_eq!(takeover.status(), 201, "the takeover's own execution commits");
+    assert!(takeover.headers().get("idempotent-replayed").is_none());
+    let takeover_body: serde_json::Value = takeover.json().await.unwrap();
+
+    let order_ids: Vec<uuid::Uuid> = sqlx::query_scalar("SELECT id FROM orders")
+        .fetch_all(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(order_ids.len(), 1, "the stale holder's order was rolled back");
+    assert_eq!(order_ids[0].to_string(), takeover_body["id"].as_str().unwrap());
     assert_eq!(app.count("order_items").await, 1);
     assert_eq!(app.count("outbox_events").await, 1);
     assert_eq!(app.metric("once_idempotency_takeovers_total").await, 1);
     assert_eq!(app.metric("once_idempotency_fenced_total").await, 1);
+
+    let replay = post_order(&app.client, &app, Some("lease-1"), MUG_ORDER).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+}
+
+#[tokio::test]
+async fn a_stale_holder_that_fails_cannot_reopen_a_key_taken_over() {
+    let app = spawn_app_with_faults(|c| c.idempotency_lease = Duration::from_millis(2000)).await;
+    let client = app.client.clone();
+    let request = client
+        .post(app.url("/api/orders"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "fail-fence")
+        .header("once-test-hold", "stale")
+        .header("once-test-fail", "transient")
+        .body(MUG_ORDER);
+    let stale = tokio::spawn(async move { request.send().await.unwrap() });
+    app.wait_until_held("stale", 1).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    let takeover = app.spawn_held_order("fail-fence", "second");
+    app.wait_until_held("second", 1).await;
+
+    // The stale holder fails: marking the key `failed` must be fenced on its lease too.
+    app.open_gate("stale").await;
+    assert_eq!(stale.await.unwrap().status(), 503);
+    assert_eq!(
+        app.key_state("fail-fence").await.as_deref(),
+        Some("processing"),
+        "the key still belongs to the takeover"
+    );
+    let third = post_order(&app.client, &app, Some("fail-fence"), MUG_ORDER).await;
+    assert_problem(third, 409, "request-in-progress").await;
+
+    app.open_gate("second").await;
+    assert_eq!(takeover.await.unwrap().status(), 201);
+    assert_eq!(app.count("orders").await, 1);
 }
 
 #[tokio::test]
@@ -230,7 +267,8 @@ async fn keys_past_the_retention_window_are_purged_and_reuse_is_a_new_request() 
     post_order(&app.client, &app, Some("old-1"), MUG_ORDER).await;
     post_order(&app.client, &app, Some("fresh-1"), MUG_ORDER).await;
     sqlx::query(
-        "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE key = 'old-1'",
+        "UPDATE idempotency_keys SET created_at = now() - interval '26 hours',
+                finished_at = now() - interval '25 hours' WHERE key = 'old-1'",
     )
     .execute(&app.db)
     .await
@@ -248,6 +286,38 @@ async fn keys_past_the_retention_window_are_purged_and_reuse_is_a_new_request() 
     assert_eq!(reuse.status(), 201);
     assert!(reuse.headers().get("idempotent-replayed").is_none());
     assert_eq!(app.count("orders").await, 3);
+}
+
+#[tokio::test]
+async fn purge_spares_running_requests_and_counts_retention_from_the_finish() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    let day = Duration::from_secs(24 * 3600);
+    // Started long ago, finished an hour ago: retention counts from the finish.
+    post_order(&app.client, &app, Some("slow-finish"), MUG_ORDER).await;
+    // Still running, holding a live lease, though it started long ago.
+    let running = app.spawn_held_order("running-1", "purge");
+    app.wait_until_held("purge", 1).await;
+    sqlx::query(
+        "UPDATE idempotency_keys SET created_at = now() - interval '30 hours',
+                finished_at = CASE WHEN state = 'completed' THEN now() - interval '1 hour' END",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let purged = server::idempotency::purge::try_execute_task(&app.db, day)
+        .await
+        .unwrap();
+    assert_eq!(purged, 0, "nothing has been finished for a whole day");
+    assert_eq!(app.key_state("running-1").await.as_deref(), Some("processing"));
+
+    // A repeat of the running request still waits for it instead of executing beside it.
+    let repeat = post_order(&app.client, &app, Some("running-1"), MUG_ORDER).await;
+    assert_eq!(repeat.status(), 409);
+    app.open_gate("purge").await;
+    assert_eq!(running.await.unwrap().status(), 201);
+    assert_eq!(app.count("orders").await, 2);
+    assert_eq!(app.key_state("slow-finish").await.as_deref(), Some("completed"));
 }
 
 #[tokio::test]

@@ -9,3 +9,4 @@ mod helpers;
 mod idempotency;
 mod orders;
 mod payments;
+mod sessions;

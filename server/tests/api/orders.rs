@@ -94,7 +94,7 @@ async fn mixed_keys_and_payloads_under_load_keep_one_order_per_key() {
     assert_eq!(app.count("orders").await, 7);
     assert_eq!(app.count("outbox_events").await, 7);
     let orphans: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM orders o WHERE total_cents <> (SELECT sum(quantity * unit_price_cents) FROM order_items WHERE order_id = o.id)",
+        "SELECT count(*) FROM orders o WHERE total_cents IS DISTINCT FROM (SELECT sum(quantity * unit_price_cents) FROM order_items WHERE order_id = o.id)",
     )
     .fetch_one(&app.db)
     .await

@@ -194,3 +194,98 @@ async fn a_second_succeeded_payment_for_one_order_is_refused_by_the_partial_uniq
         Some("payments_one_success_per_order")
     );
 }
+
+const CARD_SLOW: &str = "4000000000000077";
+const CARD_PROCESSING: &str = "4000000000000127";
+
+#[tokio::test]
+async fn a_second_pay_under_another_key_while_one_is_in_flight_charges_nothing() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    // The first tab pays with the slow card; 0.8 s later a second tab pays with another.
+    let first = {
+        let request = app
+            .client
+            .post(app.url(&format!("/api/orders/{order_id}/payments")))
+            .header("idempotency-key", "tab-1")
+            .json(&serde_json::json!({ "card_number": CARD_SLOW }));
+        tokio::spawn(async move { request.send().await.unwrap() })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    let second = pay(&app, &order_id, "tab-2", CARD_OK, &[]).await;
+    assert!(second.headers().contains_key("retry-after"));
+    let problem = assert_problem(second, 409, "payment-in-progress").await;
+    assert_eq!(problem["retryable"], true);
+
+    assert_eq!(first.await.unwrap().status(), 201);
+    assert_eq!(provider.charges().await, 1, "one charge in the provider's ledger");
+    assert_eq!(app.count("payments").await, 1);
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    // The refused key was not stored as an outcome: once the order is paid, it says so.
+    let later = pay(&app, &order_id, "tab-2", CARD_OK, &[]).await;
+    assert_problem(later, 422, "order-not-payable").await;
+    assert_eq!(provider.charges().await, 1);
+}
+
+#[tokio::test]
+async fn the_database_refuses_a_second_pending_attempt_for_one_order() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    pending_attempt(&app, &order_id).await;
+    let second = sqlx::query(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'other', 3600, 'EUR')",
+    )
+    .bind(&order_id)
+    .execute(&app.db)
+    .await
+    .unwrap_err();
+    assert_eq!(
+        second.as_database_error().unwrap().constraint(),
+        Some("payments_one_pending_per_order")
+    );
+}
+
+#[tokio::test]
+async fn an_outcome_the_provider_does_not_know_yet_keeps_the_attempt_pending() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    for _ in 0..2 {
+        let response = pay(&app, &order_id, "processing-1", CARD_PROCESSING, &[]).await;
+        let problem = assert_problem(response, 503, "service-unavailable").await;
+        assert_eq!(problem["retryable"], true);
+    }
+    assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
+    assert_eq!(app.count_where("payments", "status = 'failed'").await, 0, "never guessed declined");
+    assert_eq!(app.key_state("processing-1").await.as_deref(), Some("failed"));
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    assert_eq!(provider.charges().await, 1, "the retry asked about the same charge");
+}
+
+#[tokio::test]
+async fn a_slow_provider_call_renews_its_lease_instead_of_being_taken_over() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let app = start(
+        server::config::Config {
+            idempotency_lease: std::time::Duration::from_millis(600),
+            ..app.config.clone()
+        },
+        app.db_name.clone(),
+    )
+    .await;
+    let order_id = place_order(&app).await;
+    let first = {
+        let request = app
+            .client
+            .post(app.url(&format!("/api/orders/{order_id}/payments")))
+            .header("idempotency-key", "slow-1")
+            .json(&serde_json::json!({ "card_number": CARD_SLOW }));
+        tokio::spawn(async move { request.send().await.unwrap() })
+    };
+    // Well past the lease: the first request is alive, so its key is still its own.
+    tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
+    let repeat = pay(&app, &order_id, "slow-1", CARD_SLOW, &[]).await;
+    assert_problem(repeat, 409, "request-in-progress").await;
+    assert_eq!(first.await.unwrap().status(), 201);
+    assert_eq!(app.metric("once_idempotency_takeovers_total").await, 0);
+}

@@ -14,6 +14,9 @@ pub(crate) fn admin_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into())
 }
 
+/// The secret the tests' provider signs callbacks with, and the shop accepts.
+pub const TEST_WEBHOOK_SECRET: &str = "whsec_integration_tests";
+
 pub struct TestApp {
     pub address: String,
     pub db: PgPool,
@@ -33,7 +36,11 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
         telemetry::init();
     }
     let db_name = format!("once_test_{}", Uuid::new_v4().simple());
-    let mut config = Config::from_env().expect("configuration");
+    let mut config = Config::from_vars(|name| match name {
+        "PROVIDER_WEBHOOK_SECRETS" => Some(TEST_WEBHOOK_SECRET.to_owned()),
+        _ => std::env::var(name).ok(),
+    })
+    .expect("configuration");
     config.database_url = format!("{}/{}", admin_url(), db_name);
     config.listen_addr = SocketAddr::from(([127, 0, 0, 1], 0));
     customize(&mut config);

@@ -26,7 +26,7 @@ pub async fn spawn_shop_and_provider() -> (TestApp, TestProvider) {
         ),
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         webhook_url: "http://127.0.0.1:9/not-yet".into(),
-        webhook_secret: provider::config::DEV_WEBHOOK_SECRET.into(),
+        webhook_secret: super::TEST_WEBHOOK_SECRET.into(),
         chaos: Default::default(),
     };
     let provider_app = provider::startup::Application::build(config)
@@ -56,6 +56,30 @@ impl TestProvider {
             .unwrap()
     }
 
+    /// Charges `amount_cents` for the merchant reference `reference` directly at the
+    /// provider, as our own charge call would.
+    pub async fn charge(&self, reference: &str, card: &str, amount_cents: i64) {
+        let response = reqwest::Client::new()
+            .post(format!("{}/v1/charges", self.address))
+            .header("idempotency-key", format!("test-{reference}"))
+            .json(&serde_json::json!({
+                "amount_cents": amount_cents, "currency": "EUR",
+                "card_number": card, "reference": reference,
+            }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+    }
+
+    /// Webhook deliveries the merchant acknowledged.
+    pub async fn delivered(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM webhook_deliveries WHERE delivered_at IS NOT NULL")
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+
     pub async fn charges(&self) -> i64 {
         sqlx::query_scalar("SELECT count(*) FROM charges")
             .fetch_one(&self.db)
@@ -69,7 +93,7 @@ impl TestProvider {
 pub async fn pending_attempt(app: &TestApp, order_id: &str) -> String {
     sqlx::query_scalar(
         "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
-         VALUES (gen_random_uuid(), $1::uuid, 's', 'k', 3600, 'EUR') RETURNING id::text",
+         VALUES (gen_random_uuid(), $1::uuid, 's', gen_random_uuid()::text, 3600, 'EUR') RETURNING id::text",
     )
     .bind(order_id)
     .fetch_one(&app.db)
@@ -146,7 +170,7 @@ impl TestApp {
         body: &serde_json::Value,
         timestamp: i64,
     ) -> reqwest::Response {
-        signed_callback(self, body, provider::config::DEV_WEBHOOK_SECRET, timestamp)
+        signed_callback(self, body, super::TEST_WEBHOOK_SECRET, timestamp)
             .send()
             .await
             .unwrap()

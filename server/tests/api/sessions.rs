@@ -1,0 +1,91 @@
+//! Write routes require a session that already exists: a write that opened its own session
+//! would lose it with a lost response, and its retry would run again as a stranger.
+
+use crate::helpers::*;
+
+async fn stored_sessions(app: &TestApp) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM tower_sessions.session")
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+async fn assert_nothing_stored(app: &TestApp, sessions_before: i64) {
+    assert_eq!(app.count("orders").await, 0);
+    assert_eq!(app.count("idempotency_keys").await, 0);
+    assert_eq!(app.count("payments").await, 0);
+    assert_eq!(stored_sessions(app).await, sessions_before, "no session opened");
+}
+
+#[tokio::test]
+async fn a_first_post_without_a_session_is_refused_and_its_retry_too() {
+    let app = spawn_app().await;
+    let sessions = stored_sessions(&app).await;
+    let stranger = shopper();
+    for _ in 0..2 {
+        // The same request twice, as a client retries after a lost answer.
+        let response = post_order(&stranger, &app, Some("first-post"), MUG_ORDER).await;
+        assert!(response.headers().get("set-cookie").is_none());
+        let problem = assert_problem(response, 400, "session-required").await;
+        assert!(problem["detail"].as_str().unwrap().contains("GET /api/session"));
+        assert_eq!(problem["retryable"], false);
+    }
+    assert_nothing_stored(&app, sessions).await;
+}
+
+#[tokio::test]
+async fn a_cookie_the_store_does_not_know_is_no_session() {
+    let app = spawn_app().await;
+    let sessions = stored_sessions(&app).await;
+    let forged = reqwest::Client::new()
+        .post(app.url("/api/orders"))
+        .header("cookie", "once_session=AAAAAAAAAAAAAAAAAAAAAA")
+        .header("content-type", "application/json")
+        .header("idempotency-key", "forged-cookie")
+        .body(MUG_ORDER)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(forged, 400, "session-required").await;
+    assert_nothing_stored(&app, sessions).await;
+}
+
+#[tokio::test]
+async fn paying_and_the_checkout_form_require_a_session_too() {
+    let app = spawn_app().await;
+    let order_id = place_order(&app).await;
+    let stranger = shopper();
+    let pay = stranger
+        .post(app.url(&format!("/api/orders/{order_id}/payments")))
+        .header("idempotency-key", "stranger-pay")
+        .json(&serde_json::json!({ "card_number": "4242424242424242" }))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(pay, 400, "session-required").await;
+    let form = stranger
+        .post(app.url("/checkout"))
+        .form(&[("idempotency_key", "stranger-form")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(form.status(), 303, "the form always redirects");
+    assert!(form.headers()["location"]
+        .to_str()
+        .unwrap()
+        .starts_with("/checkout?problem="));
+    assert_eq!(app.count("payments").await, 0);
+    assert_eq!(app.count("idempotency_keys").await, 1, "only the order's own key");
+}
+
+#[tokio::test]
+async fn get_api_session_opens_the_session_a_write_then_uses() {
+    let app = spawn_app().await;
+    let client = shopper();
+    let opened = client.get(app.url("/api/session")).send().await.unwrap();
+    assert_eq!(opened.status(), 200);
+    assert!(opened.headers().get("set-cookie").is_some());
+    let response = post_order(&client, &app, Some("after-session"), MUG_ORDER).await;
+    assert_eq!(response.status(), 201);
+    assert_eq!(app.count("orders").await, 1);
+}
