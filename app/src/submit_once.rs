@@ -1,4 +1,4 @@
-//! `use_submit_once`: the browser's half of the idempotency protocol (ARCHITECTURE.md §11).
+//! `use_submit_once`: the browser's half of the idempotency protocol (docs/design.md).
 //!
 //! One *intent* (say, "place this order") owns one Idempotency-Key from the moment the page
 //! is rendered until the intent ends:

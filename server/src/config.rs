@@ -142,3 +142,54 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "whsec_unit_test_secret";
+
+    fn config(vars: &[(&str, &str)]) -> anyhow::Result<Config> {
+        Config::from_vars(|name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+                .or_else(|| (name == "PROVIDER_WEBHOOK_SECRETS").then(|| SECRET.to_owned()))
+        })
+    }
+
+    fn refusal(vars: &[(&str, &str)]) -> String {
+        config(vars).expect_err("refused").to_string()
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        let config = config(&[]).unwrap();
+        assert_eq!(config.webhook_secrets, [SECRET]);
+        assert_eq!(config.db_limits.statement_timeout, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn there_is_no_built_in_webhook_secret() {
+        let none = Config::from_vars(|_| None).unwrap_err().to_string();
+        assert!(none.contains("PROVIDER_WEBHOOK_SECRETS"), "{none}");
+        assert!(refusal(&[("PROVIDER_WEBHOOK_SECRETS", " , ")]).contains("not set"));
+        assert!(refusal(&[("PROVIDER_WEBHOOK_SECRETS", "short")]).contains("16"));
+    }
+
+    #[test]
+    fn leases_the_heartbeat_cannot_keep_are_refused() {
+        assert!(refusal(&[("IDEMPOTENCY_LEASE_MS", "100")]).contains("IDEMPOTENCY_LEASE_MS"));
+        assert!(refusal(&[("IDEMPOTENCY_LEASE_MS", "3600000")]).contains("IDEMPOTENCY_LEASE_MS"));
+        assert!(refusal(&[("IDEMPOTENCY_LEASE_MS", "30000"), ("IDEMPOTENCY_RETENTION_SECS", "10")])
+            .contains("RETENTION"));
+    }
+
+    #[test]
+    fn unbounded_or_inconsistent_database_waits_are_refused() {
+        assert!(refusal(&[("DB_STATEMENT_TIMEOUT_MS", "0")]).contains("positive"));
+        assert!(refusal(&[("DB_LOCK_TIMEOUT_MS", "20000")]).contains("DB_LOCK_TIMEOUT_MS"));
+        assert!(refusal(&[("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "5000")])
+            .contains("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS"));
+    }
+}

@@ -1,4 +1,4 @@
-//! `POST /webhooks/provider`: the provider's callbacks (ARCHITECTURE.md §7).
+//! `POST /webhooks/provider`: the provider's callbacks (docs/design.md, "Provider callbacks").
 //!
 //! 1. The signature is checked first; a bad, missing or stale one is a 4xx and nothing is stored.
 //! 2. `INSERT INTO payment_callbacks … ON CONFLICT DO NOTHING`, keyed by the provider's

@@ -1,4 +1,4 @@
-//! The Idempotency-Key protocol (ARCHITECTURE.md §5): every write route that creates or
+//! The Idempotency-Key protocol (docs/design.md, "The idempotency protocol"): every write route that creates or
 //! charges goes through [`execute`], so a repeated request takes effect exactly once.
 //!
 //! * [`key`]: parsing the header (bare or structured-field form).

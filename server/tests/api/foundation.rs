@@ -1,6 +1,6 @@
 //! The foundation: health, migrations, the catalog API, sessions, problem answers.
 
-use crate::helpers::{assert_problem, shopper, spawn_app, start};
+use crate::helpers::{admin_url, assert_problem, shopper, spawn_app, start};
 
 #[tokio::test]
 async fn healthz_is_ok_while_the_database_answers() {
@@ -154,4 +154,34 @@ async fn sessions_survive_a_restart() {
     let cart = restarted.cart(&first.client).await;
     assert_eq!(cart["lines"][0]["sku"], "TEA-006");
     assert_eq!(cart["lines"][0]["quantity"], 3);
+}
+
+#[test]
+fn the_server_refuses_to_start_without_a_webhook_secret() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_server"))
+        .env_remove("PROVIDER_WEBHOOK_SECRETS")
+        .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
+        .env("DATABASE_URL", format!("{}/once_never_created", admin_url()))
+        .output()
+        .expect("the server binary runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("PROVIDER_WEBHOOK_SECRETS"), "{stderr}");
+}
+
+#[tokio::test]
+async fn database_sessions_carry_bounded_waits() {
+    let app = spawn_app().await;
+    let show = |setting: &'static str| {
+        let db = app.db.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(&format!("SHOW {setting}"))
+                .fetch_one(&db)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(show("statement_timeout").await, "10s");
+    assert_eq!(show("lock_timeout").await, "5s");
+    assert_eq!(show("idle_in_transaction_session_timeout").await, "1min");
 }

@@ -1,4 +1,4 @@
-//! Every row of the protocol table (ARCHITECTURE.md §5), each as its own test.
+//! Every row of the protocol table (docs/design.md, "The idempotency protocol"), each as its own test.
 
 use std::time::Duration;
 
