@@ -192,7 +192,7 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
     };
     if let Event::Failed(_) = event {
         let code = data.failure_code.as_deref().unwrap_or("declined");
-        apply::charge_failed(tx, payment_id, &data.charge_id, code).await?;
+        apply::charge_failed(tx, payment_id, Some(&data.charge_id), code).await?;
         return Ok(Outcome::Applied);
     }
     let facts = ChargeFacts {

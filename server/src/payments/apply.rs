@@ -168,7 +168,7 @@ async fn owe_refund(
 pub async fn charge_failed(
     tx: &mut PgConnection,
     payment_id: Uuid,
-    charge_id: &str,
+    charge_id: Option<&str>,
     code: &str,
 ) -> Result<(), ApplyError> {
     sqlx::query(

@@ -113,7 +113,17 @@ async fn charge_order(
     card: CardNumber,
 ) -> Result<(idempotency::executor::PgTx, idempotency::Reply), ApiError> {
     let payment = store::begin_attempt(&db, &shopper_id, order_id, &attempt).await?;
-    let charge = provider.charge(&payment, &card).await?;
+    let charge = match provider.charge(&payment, &card).await {
+        Ok(charge) => charge,
+        // Refused by the provider itself: nothing was charged, so the attempt ends here
+        // instead of blocking the order's next payment as a pending attempt.
+        Err(refusal) if !refusal.is_transient() => {
+            let mut tx = db.begin().await?;
+            apply::charge_failed(&mut tx, payment.id, None, "provider_rejected").await?;
+            return Ok((tx, idempotency::Reply::refusal(&refusal)));
+        }
+        Err(e) => return Err(e),
+    };
     let mut tx = db.begin().await?;
     let reply = match charge.status.as_str() {
         "succeeded" => {
@@ -133,7 +143,7 @@ async fn charge_order(
                 .failure_code
                 .clone()
                 .unwrap_or_else(|| "declined".into());
-            apply::charge_failed(&mut tx, payment.id, &charge.id, &code).await?;
+            apply::charge_failed(&mut tx, payment.id, Some(&charge.id), &code).await?;
             idempotency::Reply::refusal(&ApiError::PaymentDeclined { code })
         }
         // Neither: the outcome is not known yet. The attempt stays pending; a retry of the

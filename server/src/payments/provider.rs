@@ -75,9 +75,12 @@ impl ProviderClient {
             match self.try_charge(attempt, card).await {
                 Ok(charge) => return Ok(charge),
                 Err(Failure::Rejected(why)) => {
-                    return Err(ApiError::Internal(anyhow::anyhow!(
-                        "the provider rejected our charge request: {why}"
-                    )))
+                    // A 4xx: the provider charged nothing, and would refuse a retry alike.
+                    tracing::error!(payment = %attempt.id, %why, "the provider rejected our charge request");
+                    return Err(ApiError::unprocessable(
+                        "payment-not-accepted",
+                        "the payment provider did not accept this payment; nothing was charged",
+                    ));
                 }
                 Err(Failure::Transient(why)) => {
                     tracing::warn!(payment = %attempt.id, try_no, %why, "provider call failed; retrying with the same key");

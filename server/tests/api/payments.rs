@@ -289,3 +289,28 @@ async fn a_slow_provider_call_renews_its_lease_instead_of_being_taken_over() {
     assert_eq!(first.await.unwrap().status(), 201);
     assert_eq!(app.metric("once_idempotency_takeovers_total").await, 0);
 }
+
+#[tokio::test]
+async fn a_charge_the_provider_refuses_ends_the_attempt_instead_of_blocking_the_order() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    // A currency the provider does not accept: it refuses the request, charging nothing.
+    sqlx::query("UPDATE orders SET currency = 'euro' WHERE id = $1::uuid")
+        .bind(&order_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let refused = pay(&app, &order_id, "rejected-1", CARD_OK, &[]).await;
+    let problem = assert_problem(refused, 422, "payment-not-accepted").await;
+    assert_eq!(problem["retryable"], false);
+    assert_eq!(
+        app.count_where("payments", "status = 'failed' AND failure_code = 'provider_rejected'")
+            .await,
+        1,
+        "never left pending"
+    );
+    // The order is not blocked behind a pending attempt: another intent is heard.
+    let next = pay(&app, &order_id, "rejected-2", CARD_OK, &[]).await;
+    assert_problem(next, 422, "payment-not-accepted").await;
+    assert_eq!(provider.charges().await, 0);
+}
