@@ -3,11 +3,7 @@
 use std::net::SocketAddr;
 
 use axum::{routing::post, Router};
-use provider::{
-    config::Config,
-    settings::Chaos,
-    startup::Application,
-};
+use provider::{config::Config, settings::Chaos, startup::Application};
 use serde_json::{json, Value};
 use sqlx::PgPool;
 use tokio::sync::mpsc;
@@ -266,10 +262,11 @@ async fn chaos_delays_and_loses_deliveries_which_are_retried_until_they_land() {
     assert_eq!(healed.status(), 200);
     let mut amounts = Vec::new();
     for _ in 0..3 {
-        let (_, event, _) = tokio::time::timeout(std::time::Duration::from_secs(15), received.recv())
-            .await
-            .unwrap()
-            .unwrap();
+        let (_, event, _) =
+            tokio::time::timeout(std::time::Duration::from_secs(15), received.recv())
+                .await
+                .unwrap()
+                .unwrap();
         amounts.push(event["data"]["amount_cents"].as_i64().unwrap());
     }
     amounts.sort();

@@ -40,13 +40,15 @@ pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, CartError> {
     .await?;
     let lines = lines
         .into_iter()
-        .map(|(sku, name, quantity, unit_price_cents, currency)| CartLine {
-            sku,
-            name,
-            quantity: quantity as u32,
-            unit_price_cents,
-            currency,
-        })
+        .map(
+            |(sku, name, quantity, unit_price_cents, currency)| CartLine {
+                sku,
+                name,
+                quantity: quantity as u32,
+                unit_price_cents,
+                currency,
+            },
+        )
         .collect();
     Ok(Cart { lines })
 }
@@ -82,13 +84,12 @@ pub async fn add(
     .bind(fresh_key())
     .execute(&mut *tx)
     .await?;
-    let lines: i64 = sqlx::query_scalar(
-        "SELECT count(*) FROM cart_lines WHERE session_id = $1 AND sku <> $2",
-    )
-    .bind(session_id)
-    .bind(sku)
-    .fetch_one(&mut *tx)
-    .await?;
+    let lines: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM cart_lines WHERE session_id = $1 AND sku <> $2")
+            .bind(session_id)
+            .bind(sku)
+            .fetch_one(&mut *tx)
+            .await?;
     if lines >= MAX_LINES as i64 {
         return Err(CartError::TooManyLines);
     }

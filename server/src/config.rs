@@ -181,8 +181,11 @@ mod tests {
     fn leases_the_heartbeat_cannot_keep_are_refused() {
         assert!(refusal(&[("IDEMPOTENCY_LEASE_MS", "100")]).contains("IDEMPOTENCY_LEASE_MS"));
         assert!(refusal(&[("IDEMPOTENCY_LEASE_MS", "3600000")]).contains("IDEMPOTENCY_LEASE_MS"));
-        assert!(refusal(&[("IDEMPOTENCY_LEASE_MS", "30000"), ("IDEMPOTENCY_RETENTION_SECS", "10")])
-            .contains("RETENTION"));
+        assert!(refusal(&[
+            ("IDEMPOTENCY_LEASE_MS", "30000"),
+            ("IDEMPOTENCY_RETENTION_SECS", "10")
+        ])
+        .contains("RETENTION"));
     }
 
     #[test]

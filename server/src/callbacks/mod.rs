@@ -200,9 +200,11 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
         amount_cents: data.amount_cents,
         currency: data.currency.clone(),
     };
-    Ok(match apply::charge_succeeded(tx, payment_id, &facts).await? {
-        Applied::Paid => Outcome::Applied,
-        Applied::AlreadyApplied => Outcome::AlreadyApplied,
-        Applied::RefundDue => Outcome::RefundDue,
-    })
+    Ok(
+        match apply::charge_succeeded(tx, payment_id, &facts).await? {
+            Applied::Paid => Outcome::Applied,
+            Applied::AlreadyApplied => Outcome::AlreadyApplied,
+            Applied::RefundDue => Outcome::RefundDue,
+        },
+    )
 }

@@ -240,7 +240,9 @@ impl Idempotency {
                         tracing::warn!(key = %req.key, "lease lost while working; completion will be fenced");
                         std::future::pending::<()>().await;
                     }
-                    Ok(Err(e)) => tracing::warn!(key = %req.key, error = %e, "lease renewal failed"),
+                    Ok(Err(e)) => {
+                        tracing::warn!(key = %req.key, error = %e, "lease renewal failed")
+                    }
                     Err(_) => tracing::warn!(key = %req.key, "lease renewal timed out"),
                 }
             }

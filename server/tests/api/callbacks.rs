@@ -28,7 +28,13 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
     let order_id = place_order(&app).await;
     // The charge's answer is still on the way: the storm is what settles the attempt.
     let payment_id = pending_attempt(&app, &order_id).await;
-    let succeeded = callback("charge.succeeded", "txn_storm", "ch_storm", 3600, &payment_id);
+    let succeeded = callback(
+        "charge.succeeded",
+        "txn_storm",
+        "ch_storm",
+        3600,
+        &payment_id,
+    );
     let deliveries: Vec<_> = (0..20)
         .map(|_| {
             let request = signed_callback(&app, &succeeded, TEST_WEBHOOK_SECRET, now());
@@ -45,11 +51,25 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
         outcomes.push(delivery.await.unwrap());
     }
     outcomes.sort();
-    assert_eq!(outcomes.iter().filter(|o| *o == "applied").count(), 1, "{outcomes:?}");
-    assert_eq!(outcomes.iter().filter(|o| *o == "duplicate").count(), 19, "{outcomes:?}");
+    assert_eq!(
+        outcomes.iter().filter(|o| *o == "applied").count(),
+        1,
+        "{outcomes:?}"
+    );
+    assert_eq!(
+        outcomes.iter().filter(|o| *o == "duplicate").count(),
+        19,
+        "{outcomes:?}"
+    );
 
     // Late and out of order: a failure after the success, and another copy of the success.
-    let late_failure = callback("charge.failed", "txn_late_failure", "ch_storm", 3600, &payment_id);
+    let late_failure = callback(
+        "charge.failed",
+        "txn_late_failure",
+        "ch_storm",
+        3600,
+        &payment_id,
+    );
     assert_eq!(app.send_callback(&late_failure, now()).await.status(), 200);
     assert_eq!(app.send_callback(&succeeded, now()).await.status(), 200);
 
@@ -60,8 +80,16 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
         "a late failure never undoes a success"
     );
     assert_eq!(app.order_status(&order_id).await, "paid");
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
-    assert_eq!(app.count_where("payment_callbacks", "provider_tx_no = 'txn_storm'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count_where("payment_callbacks", "provider_tx_no = 'txn_storm'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -86,7 +114,11 @@ async fn the_providers_own_webhook_delivered_twenty_times_settles_a_pending_atte
         .await
         .unwrap();
     assert_eq!(outcomes, ["applied"], "recorded once, applied once");
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -94,15 +126,13 @@ async fn a_charge_answer_racing_its_callback_is_applied_once() {
     let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     // The charge answer is applied and held before its commit, holding the payment's lock.
-    let paying = {
-        let request = app
-            .client
-            .post(app.url(&format!("/api/orders/{order_id}/payments")))
-            .header("idempotency-key", "race-1")
-            .header("once-test-hold", "race")
-            .json(&serde_json::json!({ "card_number": "4242424242424242" }));
-        tokio::spawn(async move { request.send().await.unwrap() })
-    };
+    let paying = spawn_pay(
+        &app,
+        &order_id,
+        "race-1",
+        "4242424242424242",
+        &[("once-test-hold", "race")],
+    );
     app.wait_until_held("race", 1).await;
     // The provider's webhook arrives meanwhile and waits for that lock.
     eventually("the callback waits on the payment's lock", || async {
@@ -119,12 +149,18 @@ async fn a_charge_answer_racing_its_callback_is_applied_once() {
     assert_eq!(paid.status(), 201);
     assert!(paid.headers().get("idempotent-replayed").is_none());
     eventually("the callback is recorded", || async {
-        app.count_where("payment_callbacks", "outcome = 'already_applied'").await == 1
+        app.count_where("payment_callbacks", "outcome = 'already_applied'")
+            .await
+            == 1
     })
     .await;
     assert_eq!(provider.charges().await, 1);
     assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -134,17 +170,33 @@ async fn a_success_for_an_order_already_paid_is_refund_due_not_a_second_success(
     // Another attempt's charge went through too (a double charge, however it happened).
     let other = pending_attempt(&app, &order_id).await;
     let late = callback("charge.succeeded", "txn_double", "ch_double", 3600, &other);
-    let response = app.send_callback(&late, now()).await;
-    assert_eq!(response.status(), 200, "never a 500 the provider would retry forever");
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["outcome"], "refund_due");
+    assert_eq!(app.callback_outcome(&late).await, "refund_due");
     assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
-    assert_eq!(app.count_where("payments", "status = 'refund_due' AND provider_charge_id = 'ch_double'").await, 1);
-    assert_eq!(app.count_where("outbox_events", "event_type = 'payment.refund_due'").await, 1);
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(
+        app.count_where(
+            "payments",
+            "status = 'refund_due' AND provider_charge_id = 'ch_double'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'payment.refund_due'")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
     // Its duplicate changes nothing.
     app.send_callback(&late, now()).await;
-    assert_eq!(app.count_where("outbox_events", "event_type = 'payment.refund_due'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'payment.refund_due'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -152,20 +204,18 @@ async fn a_success_for_a_cancelled_order_is_refund_due() {
     let (app, _provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let payment_id = pending_attempt(&app, &order_id).await;
-    sqlx::query("UPDATE orders SET status = 'cancelled' WHERE id = $1::uuid")
-        .bind(&order_id)
-        .execute(&app.db)
-        .await
-        .unwrap();
-    let body: serde_json::Value = app
-        .send_callback(&callback("charge.succeeded", "txn_c", "ch_c", 3600, &payment_id), now())
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(body["outcome"], "refund_due");
+    app.sql(
+        "UPDATE orders SET status = 'cancelled' WHERE id = $1::uuid",
+        &order_id,
+    )
+    .await;
+    let success = callback("charge.succeeded", "txn_c", "ch_c", 3600, &payment_id);
+    assert_eq!(app.callback_outcome(&success).await, "refund_due");
     assert_eq!(app.order_status(&order_id).await, "cancelled");
-    assert_eq!(app.count_where("payments", "status = 'refund_due'").await, 1);
+    assert_eq!(
+        app.count_where("payments", "status = 'refund_due'").await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -173,18 +223,13 @@ async fn a_late_success_after_a_timeout_failure_is_honoured_while_the_order_is_p
     let (app, _provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let payment_id = pending_attempt(&app, &order_id).await;
-    sqlx::query("UPDATE payments SET status = 'failed', failure_code = 'timeout' WHERE id = $1::uuid")
-        .bind(&payment_id)
-        .execute(&app.db)
-        .await
-        .unwrap();
-    let body: serde_json::Value = app
-        .send_callback(&callback("charge.succeeded", "txn_l", "ch_l", 3600, &payment_id), now())
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(body["outcome"], "applied");
+    app.sql(
+        "UPDATE payments SET status = 'failed', failure_code = 'timeout' WHERE id = $1::uuid",
+        &payment_id,
+    )
+    .await;
+    let late = callback("charge.succeeded", "txn_l", "ch_l", 3600, &payment_id);
+    assert_eq!(app.callback_outcome(&late).await, "applied");
     assert_eq!(app.order_status(&order_id).await, "paid");
     assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
 }
@@ -197,25 +242,35 @@ async fn callbacks_that_could_never_succeed_are_recorded_and_acknowledged() {
         "id": "evt_dispute", "type": "charge.dispute.created", "tx_no": "txn_dispute",
         "created": now(), "data": { "dispute": "dp_1" }
     });
-    let response = app.send_callback(&unknown, now()).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(app.count_where("payment_callbacks", "outcome = 'ignored'").await, 1);
+    assert_eq!(app.callback_outcome(&unknown).await, "ignored");
+    assert_eq!(
+        app.count_where("payment_callbacks", "outcome = 'ignored'")
+            .await,
+        1
+    );
 
     // A success whose charge id another attempt already holds: the database refuses it.
     let order_id = place_order(&app).await;
     let earlier = pending_attempt(&app, &order_id).await;
-    sqlx::query("UPDATE payments SET status = 'failed', provider_charge_id = 'ch_taken' WHERE id = $1::uuid")
-        .bind(&earlier)
-        .execute(&app.db)
-        .await
-        .unwrap();
+    app.sql(
+        "UPDATE payments SET status = 'failed', provider_charge_id = 'ch_taken' WHERE id = $1::uuid",
+        &earlier,
+    )
+    .await;
     let payment_id = pending_attempt(&app, &order_id).await;
-    let clash = callback("charge.succeeded", "txn_clash", "ch_taken", 3600, &payment_id);
-    let response = app.send_callback(&clash, now()).await;
-    assert_eq!(response.status(), 200, "recorded, not a 500 retried forever");
-    let body: serde_json::Value = response.json().await.unwrap();
-    assert_eq!(body["outcome"], "conflict");
-    assert_eq!(app.count_where("payment_callbacks", "outcome = 'conflict'").await, 1);
+    let clash = callback(
+        "charge.succeeded",
+        "txn_clash",
+        "ch_taken",
+        3600,
+        &payment_id,
+    );
+    assert_eq!(app.callback_outcome(&clash).await, "conflict");
+    assert_eq!(
+        app.count_where("payment_callbacks", "outcome = 'conflict'")
+            .await,
+        1
+    );
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
 
     // Outcome names are a closed list in the database too.
@@ -365,7 +420,10 @@ async fn a_rotated_secret_is_still_accepted() {
     let (app, _provider) = spawn_shop_and_provider().await;
     let rotated = start(
         server::config::Config {
-            webhook_secrets: vec!["whsec_new_rotated_secret".into(), TEST_WEBHOOK_SECRET.into()],
+            webhook_secrets: vec![
+                "whsec_new_rotated_secret".into(),
+                TEST_WEBHOOK_SECRET.into(),
+            ],
             listen_addr: "127.0.0.1:0".parse().unwrap(),
             ..app.config.clone()
         },

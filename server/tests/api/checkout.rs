@@ -68,7 +68,11 @@ async fn the_checkout_page_renders_the_cart_and_its_key() {
     let other_tab = shopper();
     app.open_session(&other_tab).await;
     add_mugs(&app, &other_tab).await;
-    assert_ne!(page_key(&app, &other_tab).await, key, "another shopper's cart, another key");
+    assert_ne!(
+        page_key(&app, &other_tab).await,
+        key,
+        "another shopper's cart, another key"
+    );
 }
 
 #[tokio::test]
@@ -167,7 +171,11 @@ async fn the_cart_keeps_its_key_until_the_order_and_the_order_empties_it() {
     let app = spawn_app_with_faults(|_| {}).await;
     add_mugs(&app, &app.client).await;
     let key = page_key(&app, &app.client).await;
-    assert_eq!(page_key(&app, &app.client).await, key, "a reload shows the same key");
+    assert_eq!(
+        page_key(&app, &app.client).await,
+        key,
+        "a reload shows the same key"
+    );
 
     // A transient failure after the order's writes: everything rolls back, the cart too.
     let failed = form_request(&app, &app.client, &key, None)
@@ -193,7 +201,11 @@ async fn the_cart_keeps_its_key_until_the_order_and_the_order_empties_it() {
         "the order's transaction emptied the cart"
     );
     add_mugs(&app, &app.client).await;
-    assert_ne!(page_key(&app, &app.client).await, key, "the intent ended with the order");
+    assert_ne!(
+        page_key(&app, &app.client).await,
+        key,
+        "the intent ended with the order"
+    );
 }
 
 #[tokio::test]
@@ -209,7 +221,11 @@ async fn an_api_order_empties_the_cart_in_its_own_transaction() {
     )
     .await;
     assert_eq!(failed.status(), 503);
-    assert_eq!(app.count("cart_lines").await, 1, "rolled back with the order");
+    assert_eq!(
+        app.count("cart_lines").await,
+        1,
+        "rolled back with the order"
+    );
     let placed = post_order(&app.client, &app, Some("api-cart"), MUG_ORDER).await;
     assert_eq!(placed.status(), 201);
     assert_eq!(app.count("cart_lines").await, 0);
@@ -221,21 +237,21 @@ async fn a_refusal_ends_the_intent_and_a_changed_cart_gets_a_new_key() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
     let key = page_key(&app, &app.client).await;
-    sqlx::query("UPDATE products SET stock = 1 WHERE sku = 'MUG-001'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    app.sql("UPDATE products SET stock = 1 WHERE sku = $1", "MUG-001")
+        .await;
     let refused = location(&submit_form(&app, &app.client, &key, None).await);
     assert!(refused.contains("in%20stock"), "{refused}");
     let next = page_key(&app, &app.client).await;
     assert_ne!(next, key, "the refusal ended the intent");
 
     app.add_to_cart(&app.client, "TEE-002", 1).await;
-    assert_ne!(page_key(&app, &app.client).await, next, "a changed cart is a new intent");
-    sqlx::query("UPDATE products SET stock = 50 WHERE sku = 'MUG-001'")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    assert_ne!(
+        page_key(&app, &app.client).await,
+        next,
+        "a changed cart is a new intent"
+    );
+    app.sql("UPDATE products SET stock = 50 WHERE sku = $1", "MUG-001")
+        .await;
     let key = page_key(&app, &app.client).await;
     assert!(location(&submit_form(&app, &app.client, &key, None).await).starts_with("/orders/"));
     assert_eq!(app.count("orders").await, 1);

@@ -161,7 +161,10 @@ fn the_server_refuses_to_start_without_a_webhook_secret() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_server"))
         .env_remove("PROVIDER_WEBHOOK_SECRETS")
         .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
-        .env("DATABASE_URL", format!("{}/once_never_created", admin_url()))
+        .env(
+            "DATABASE_URL",
+            format!("{}/once_never_created", admin_url()),
+        )
         .output()
         .expect("the server binary runs");
     assert!(!output.status.success());

@@ -153,7 +153,11 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
 
     app.open_gate("second").await;
     let takeover = takeover.await.unwrap();
-    assert_eq!(takeover.status(), 201, "the takeover's own execution commits");
+    assert_eq!(
+        takeover.status(),
+        201,
+        "the takeover's own execution commits"
+    );
     assert!(takeover.headers().get("idempotent-replayed").is_none());
     let takeover_body: serde_json::Value = takeover.json().await.unwrap();
 
@@ -161,8 +165,15 @@ async fn an_expired_lease_is_taken_over_and_the_stale_holder_is_fenced_out() {
         .fetch_all(&app.db)
         .await
         .unwrap();
-    assert_eq!(order_ids.len(), 1, "the stale holder's order was rolled back");
-    assert_eq!(order_ids[0].to_string(), takeover_body["id"].as_str().unwrap());
+    assert_eq!(
+        order_ids.len(),
+        1,
+        "the stale holder's order was rolled back"
+    );
+    assert_eq!(
+        order_ids[0].to_string(),
+        takeover_body["id"].as_str().unwrap()
+    );
     assert_eq!(app.count("order_items").await, 1);
     assert_eq!(app.count("outbox_events").await, 1);
     assert_eq!(app.metric("once_idempotency_takeovers_total").await, 1);
@@ -309,7 +320,10 @@ async fn purge_spares_running_requests_and_counts_retention_from_the_finish() {
         .await
         .unwrap();
     assert_eq!(purged, 0, "nothing has been finished for a whole day");
-    assert_eq!(app.key_state("running-1").await.as_deref(), Some("processing"));
+    assert_eq!(
+        app.key_state("running-1").await.as_deref(),
+        Some("processing")
+    );
 
     // A repeat of the running request still waits for it instead of executing beside it.
     let repeat = post_order(&app.client, &app, Some("running-1"), MUG_ORDER).await;
@@ -317,7 +331,10 @@ async fn purge_spares_running_requests_and_counts_retention_from_the_finish() {
     app.open_gate("purge").await;
     assert_eq!(running.await.unwrap().status(), 201);
     assert_eq!(app.count("orders").await, 2);
-    assert_eq!(app.key_state("slow-finish").await.as_deref(), Some("completed"));
+    assert_eq!(
+        app.key_state("slow-finish").await.as_deref(),
+        Some("completed")
+    );
 }
 
 #[tokio::test]

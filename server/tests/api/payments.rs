@@ -203,14 +203,7 @@ async fn a_second_pay_under_another_key_while_one_is_in_flight_charges_nothing()
     let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     // The first tab pays with the slow card; 0.8 s later a second tab pays with another.
-    let first = {
-        let request = app
-            .client
-            .post(app.url(&format!("/api/orders/{order_id}/payments")))
-            .header("idempotency-key", "tab-1")
-            .json(&serde_json::json!({ "card_number": CARD_SLOW }));
-        tokio::spawn(async move { request.send().await.unwrap() })
-    };
+    let first = spawn_pay(&app, &order_id, "tab-1", CARD_SLOW, &[]);
     tokio::time::sleep(std::time::Duration::from_millis(800)).await;
     let second = pay(&app, &order_id, "tab-2", CARD_OK, &[]).await;
     assert!(second.headers().contains_key("retry-after"));
@@ -218,7 +211,11 @@ async fn a_second_pay_under_another_key_while_one_is_in_flight_charges_nothing()
     assert_eq!(problem["retryable"], true);
 
     assert_eq!(first.await.unwrap().status(), 201);
-    assert_eq!(provider.charges().await, 1, "one charge in the provider's ledger");
+    assert_eq!(
+        provider.charges().await,
+        1,
+        "one charge in the provider's ledger"
+    );
     assert_eq!(app.count("payments").await, 1);
     assert_eq!(app.order_status(&order_id).await, "paid");
     // The refused key was not stored as an outcome: once the order is paid, it says so.
@@ -256,10 +253,21 @@ async fn an_outcome_the_provider_does_not_know_yet_keeps_the_attempt_pending() {
         assert_eq!(problem["retryable"], true);
     }
     assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
-    assert_eq!(app.count_where("payments", "status = 'failed'").await, 0, "never guessed declined");
-    assert_eq!(app.key_state("processing-1").await.as_deref(), Some("failed"));
+    assert_eq!(
+        app.count_where("payments", "status = 'failed'").await,
+        0,
+        "never guessed declined"
+    );
+    assert_eq!(
+        app.key_state("processing-1").await.as_deref(),
+        Some("failed")
+    );
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
-    assert_eq!(provider.charges().await, 1, "the retry asked about the same charge");
+    assert_eq!(
+        provider.charges().await,
+        1,
+        "the retry asked about the same charge"
+    );
 }
 
 #[tokio::test]
@@ -274,14 +282,7 @@ async fn a_slow_provider_call_renews_its_lease_instead_of_being_taken_over() {
     )
     .await;
     let order_id = place_order(&app).await;
-    let first = {
-        let request = app
-            .client
-            .post(app.url(&format!("/api/orders/{order_id}/payments")))
-            .header("idempotency-key", "slow-1")
-            .json(&serde_json::json!({ "card_number": CARD_SLOW }));
-        tokio::spawn(async move { request.send().await.unwrap() })
-    };
+    let first = spawn_pay(&app, &order_id, "slow-1", CARD_SLOW, &[]);
     // Well past the lease: the first request is alive, so its key is still its own.
     tokio::time::sleep(std::time::Duration::from_millis(1800)).await;
     let repeat = pay(&app, &order_id, "slow-1", CARD_SLOW, &[]).await;
@@ -295,17 +296,20 @@ async fn a_charge_the_provider_refuses_ends_the_attempt_instead_of_blocking_the_
     let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     // A currency the provider does not accept: it refuses the request, charging nothing.
-    sqlx::query("UPDATE orders SET currency = 'euro' WHERE id = $1::uuid")
-        .bind(&order_id)
-        .execute(&app.db)
-        .await
-        .unwrap();
+    app.sql(
+        "UPDATE orders SET currency = 'euro' WHERE id = $1::uuid",
+        &order_id,
+    )
+    .await;
     let refused = pay(&app, &order_id, "rejected-1", CARD_OK, &[]).await;
     let problem = assert_problem(refused, 422, "payment-not-accepted").await;
     assert_eq!(problem["retryable"], false);
     assert_eq!(
-        app.count_where("payments", "status = 'failed' AND failure_code = 'provider_rejected'")
-            .await,
+        app.count_where(
+            "payments",
+            "status = 'failed' AND failure_code = 'provider_rejected'"
+        )
+        .await,
         1,
         "never left pending"
     );

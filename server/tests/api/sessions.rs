@@ -14,7 +14,11 @@ async fn assert_nothing_stored(app: &TestApp, sessions_before: i64) {
     assert_eq!(app.count("orders").await, 0);
     assert_eq!(app.count("idempotency_keys").await, 0);
     assert_eq!(app.count("payments").await, 0);
-    assert_eq!(stored_sessions(app).await, sessions_before, "no session opened");
+    assert_eq!(
+        stored_sessions(app).await,
+        sessions_before,
+        "no session opened"
+    );
 }
 
 #[tokio::test]
@@ -27,7 +31,10 @@ async fn a_first_post_without_a_session_is_refused_and_its_retry_too() {
         let response = post_order(&stranger, &app, Some("first-post"), MUG_ORDER).await;
         assert!(response.headers().get("set-cookie").is_none());
         let problem = assert_problem(response, 400, "session-required").await;
-        assert!(problem["detail"].as_str().unwrap().contains("GET /api/session"));
+        assert!(problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("GET /api/session"));
         assert_eq!(problem["retryable"], false);
     }
     assert_nothing_stored(&app, sessions).await;
@@ -75,7 +82,11 @@ async fn paying_and_the_checkout_form_require_a_session_too() {
         .unwrap()
         .starts_with("/checkout?problem="));
     assert_eq!(app.count("payments").await, 0);
-    assert_eq!(app.count("idempotency_keys").await, 1, "only the order's own key");
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        1,
+        "only the order's own key"
+    );
 }
 
 #[tokio::test]

@@ -115,13 +115,14 @@ pub async fn place_order(app: &TestApp) -> String {
     order["id"].as_str().unwrap().to_owned()
 }
 
-pub async fn pay(
+/// `POST /api/orders/{order_id}/payments` as the app's shopper, ready to send.
+pub fn pay_request(
     app: &TestApp,
     order_id: &str,
     key: &str,
     card: &str,
     headers: &[(&str, &str)],
-) -> reqwest::Response {
+) -> reqwest::RequestBuilder {
     let mut request = app
         .client
         .post(app.url(&format!("/api/orders/{order_id}/payments")))
@@ -130,7 +131,32 @@ pub async fn pay(
     for (name, value) in headers {
         request = request.header(*name, *value);
     }
-    request.send().await.unwrap()
+    request
+}
+
+pub async fn pay(
+    app: &TestApp,
+    order_id: &str,
+    key: &str,
+    card: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::Response {
+    pay_request(app, order_id, key, card, headers)
+        .send()
+        .await
+        .unwrap()
+}
+
+/// Starts a payment in the background (a first tab, or a request to be held at a gate).
+pub fn spawn_pay(
+    app: &TestApp,
+    order_id: &str,
+    key: &str,
+    card: &str,
+    headers: &[(&str, &str)],
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let request = pay_request(app, order_id, key, card, headers);
+    tokio::spawn(async move { request.send().await.unwrap() })
 }
 
 /// Polls `check` for up to ten seconds.
@@ -164,7 +190,26 @@ impl TestApp {
             .unwrap()
     }
 
-    /// Sends a provider callback signed with the development secret at `timestamp`.
+    /// Runs `sql` with one text parameter `$1` against the shop database.
+    pub async fn sql(&self, sql: &str, arg: &str) {
+        sqlx::query(sql).bind(arg).execute(&self.db).await.unwrap();
+    }
+
+    /// Sends a signed callback now and returns the outcome the shop answered with.
+    pub async fn callback_outcome(&self, body: &serde_json::Value) -> String {
+        let response = self
+            .send_callback(body, chrono::Utc::now().timestamp())
+            .await;
+        assert_eq!(
+            response.status(),
+            200,
+            "never an error the provider would retry"
+        );
+        let answer: serde_json::Value = response.json().await.unwrap();
+        answer["outcome"].as_str().unwrap().to_owned()
+    }
+
+    /// Sends a provider callback signed with the test secret at `timestamp`.
     pub async fn send_callback(
         &self,
         body: &serde_json::Value,
