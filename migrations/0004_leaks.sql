@@ -25,7 +25,7 @@ CREATE UNIQUE INDEX payments_one_pending_per_order ON payments (order_id) WHERE 
 UPDATE payment_callbacks SET outcome = 'refund_due' WHERE outcome = 'second_success';
 ALTER TABLE payment_callbacks ADD CONSTRAINT payment_callbacks_outcome_valid CHECK (outcome IN (
     'received', 'applied', 'already_applied', 'refund_due', 'ignored',
-    'unknown_payment', 'amount_mismatch', 'conflict'));
+    'unknown_payment', 'amount_mismatch', 'conflict', 'malformed'));
 
 -- The cart lives in the database, keyed by the shopper's session, so that the transaction
 -- that creates an order empties it: an order and a full cart never exist together.

@@ -26,7 +26,13 @@ pub struct SubmitOnce {
     pub message: RwSignal<Option<String>>,
     slot: StoredValue<String>,
     on_success: StoredValue<Box<dyn Fn(serde_json::Value) + Send + Sync>>,
+    next_key: StoredValue<Option<KeySource>>,
 }
+
+/// Where the key of the next intent comes from when the server owns it (the checkout: the
+/// cart's key), instead of a key the browser makes up.
+pub type KeySource = Box<dyn Fn() -> KeyFuture + Send + Sync>;
+pub type KeyFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>>>>;
 
 /// What is kept in `sessionStorage` under the slot's name. `url` and `body` are set while
 /// a submit is in flight, so that a reload can resume it.
@@ -61,6 +67,7 @@ pub fn use_submit_once(
         message: RwSignal::new(None),
         slot: StoredValue::new(slot.into()),
         on_success: StoredValue::new(Box::new(on_success)),
+        next_key: StoredValue::new(None),
     };
     // Runs in the browser only, once hydrated: adopt an unfinished intent, or remember ours.
     Effect::new(move |_| hook.adopt_stored_intent());
@@ -68,6 +75,17 @@ pub fn use_submit_once(
 }
 
 impl SubmitOnce {
+    /// Takes the key of each next intent from the server (`source`) rather than making one:
+    /// where the server keeps the intent's key (the cart's checkout key), a key made up here
+    /// would let two tabs of one cart submit under two keys.
+    pub fn with_next_key_from(
+        self,
+        source: impl Fn() -> KeyFuture + Send + Sync + 'static,
+    ) -> Self {
+        self.next_key.set_value(Some(Box::new(source)));
+        self
+    }
+
     /// Sends `body` to `url` under the intent's key; ignored while a submit is in flight.
     pub fn submit(self, url: &str, body: String) {
         if self.busy.get_untracked() {
@@ -82,17 +100,18 @@ impl SubmitOnce {
         self.send(intent);
     }
 
+    /// Resumes an intent that was in flight when the page went away (a reload mid-submit).
+    /// An idle stored key is never adopted: the key the server rendered stands, so every tab
+    /// and every render of the same intent submits under the same key.
     fn adopt_stored_intent(self) {
         match browser::load(&self.slot.get_value()) {
-            Some(stored) => {
+            Some(stored) if stored.url.is_some() && stored.body.is_some() => {
                 self.key.set(stored.key.clone());
-                if stored.url.is_some() && stored.body.is_some() {
-                    self.message
-                        .set(Some("Resuming where you left off…".into()));
-                    self.send(stored);
-                }
+                self.message
+                    .set(Some("Resuming where you left off…".into()));
+                self.send(stored);
             }
-            None => self.remember(&Intent::idle(self.key.get_untracked())),
+            _ => self.remember(&Intent::idle(self.key.get_untracked())),
         }
     }
 
@@ -129,7 +148,22 @@ impl SubmitOnce {
     }
 
     fn start_new_intent(self) {
-        let key = browser::new_key();
+        let source = self
+            .next_key
+            .with_value(|source| source.as_ref().map(|next| next()));
+        let Some(next) = source else {
+            return self.use_key(browser::new_key());
+        };
+        // Until the server's key arrives, the form cannot be submitted under the old one.
+        self.busy.set(true);
+        leptos::task::spawn_local(async move {
+            let key = next.await.unwrap_or_else(browser::new_key);
+            self.use_key(key);
+            self.busy.set(false);
+        });
+    }
+
+    fn use_key(self, key: String) {
         self.remember(&Intent::idle(key.clone()));
         self.key.set(key);
     }

@@ -1,7 +1,8 @@
 // Starts and stops real server processes (the release build) for the browser tests, each
 // on its own fresh database.
 import { spawn, ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer } from 'node:net';
 import path from 'node:path';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
@@ -25,6 +26,29 @@ export interface RunningServer {
   options: ServerOptions;
 }
 
+/** The provider's callback signing secret, one random secret per test run. The first call
+ * (in globalSetup) generates it into `process.env`, which the test workers inherit, so the
+ * provider and every server, shared or started inside a test, agree on it. */
+export function webhookSecret(): string {
+  const secret = process.env.ONCE_E2E_WEBHOOK_SECRET || randomBytes(32).toString('hex');
+  process.env.ONCE_E2E_WEBHOOK_SECRET = secret;
+  return secret;
+}
+
+/** A port nobody listens on now, for a server a test starts itself (a fixed one could still
+ * be held by the server of an earlier, failed repetition of the same test). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const address = probe.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      probe.close(() => (port ? resolve(port) : reject(new Error('no free port'))));
+    });
+  });
+}
+
 export function freshDatabaseName(prefix = 'once_e2e'): string {
   return `${prefix}_${randomUUID().replace(/-/g, '')}`;
 }
@@ -41,6 +65,7 @@ export async function startProvider(database: string, webhookURL: string): Promi
       PROVIDER_DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}`,
       PROVIDER_ADDR: `127.0.0.1:${PROVIDER_PORT}`,
       PROVIDER_WEBHOOK_URL: webhookURL,
+      PROVIDER_WEBHOOK_SECRET: webhookSecret(),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
     },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -59,6 +84,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       LEPTOS_SITE_ADDR: `127.0.0.1:${options.port}`,
       LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
       PROVIDER_URL: `http://127.0.0.1:${PROVIDER_PORT}`,
+      PROVIDER_WEBHOOK_SECRETS: webhookSecret(),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
       ...E2E_SERVER_ENV,
       ...options.env,

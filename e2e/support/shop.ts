@@ -1,6 +1,20 @@
-// Small steps the browser tests share: fill a cart, wait for hydration, count orders, and
-// drive the server's test-only fault-injection gates.
-import { expect, Page, APIRequestContext } from '@playwright/test';
+// Small steps the browser tests share: fill a cart, wait for hydration, count orders and
+// the POSTs the browser sent, and drive the server's test-only fault-injection gates.
+import { test as base, expect, APIRequestContext, Locator, Page } from '@playwright/test';
+
+/** Every spec's `test`: the shared server's gates are reset before each test, so no gate
+ * armed, opened or left holding by an earlier test (or an earlier repetition) leaks in.
+ * Tests that start their own server get clean gates anyway. */
+export const test = base.extend<{ cleanGates: void }>({
+  cleanGates: [
+    async ({ request, baseURL }, use) => {
+      await resetGates(request, baseURL!);
+      await use();
+    },
+    { auto: true },
+  ],
+});
+export { expect };
 
 /** Adds to this page's session cart through the same server function the shop's form uses. */
 export async function addToCart(page: Page, sku: string, quantity = 1, base = '') {
@@ -22,6 +36,26 @@ export async function orders(page: Page, base = ''): Promise<any[]> {
   return response.json();
 }
 
+/** URL paths of the shop's writes, for {@link recordPosts}. */
+export const PLACE_ORDER_PATH = /^\/api\/orders$/;
+export const PAY_PATH = /^\/api\/orders\/[^/]+\/payments$/;
+export const CHECKOUT_FORM_PATH = /^\/checkout$/;
+
+/** From now on, the URLs of the POST requests the page itself sends (not `page.request`)
+ * whose path matches `path`; the array fills as the browser sends them. */
+export function recordPosts(page: Page, path: RegExp): string[] {
+  const posts: string[] = [];
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && path.test(new URL(r.url()).pathname)) posts.push(r.url());
+  });
+  return posts;
+}
+
+/** Releases every held request and disarms every gate of the server at `base`. */
+export async function resetGates(request: APIRequestContext, base: string) {
+  expect((await request.post(`${base}/_test/reset`)).status()).toBe(204);
+}
+
 export async function armGate(request: APIRequestContext, base: string, gate: string) {
   expect((await request.post(`${base}/_test/gates/${gate}/arm`)).status()).toBe(204);
 }
@@ -34,6 +68,17 @@ export async function waitUntilHeld(request: APIRequestContext, base: string, ga
   await expect
     .poll(async () => (await (await request.get(`${base}/_test/gates/${gate}`)).json()).waiting, { timeout: 15_000 })
     .toBe(1);
+}
+
+/** Double-clicks `button` while the first write it sends is held at `gate` of the server at
+ * `base`, so the second click surely lands while that request is in flight; checks that the
+ * button is locked meanwhile, then lets the request complete. */
+export async function doubleClickWhileHeld(request: APIRequestContext, base: string, gate: string, button: Locator) {
+  await armGate(request, base, gate);
+  await button.dblclick();
+  await waitUntilHeld(request, base, gate);
+  await expect(button).toBeDisabled();
+  await openGate(request, base, gate);
 }
 
 export const ORDER_URL = /\/orders\/[0-9a-f-]{36}$/;

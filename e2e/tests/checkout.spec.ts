@@ -1,28 +1,44 @@
-import { test, expect } from '@playwright/test';
-import { addToCart, armGate, hydrated, openGate, orders, ORDER_URL, waitUntilHeld } from '../support/shop';
-import { freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+import {
+  test,
+  expect,
+  addToCart,
+  armGate,
+  CHECKOUT_FORM_PATH,
+  doubleClickWhileHeld,
+  hydrated,
+  openGate,
+  orders,
+  ORDER_URL,
+  PLACE_ORDER_PATH,
+  recordPosts,
+  waitUntilHeld,
+} from '../support/shop';
+import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
 test.afterEach(async ({ page }, testInfo) => {
   await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
 });
 
-test('1. double-clicking "Place order" places exactly one order', async ({ page }) => {
+test('1. double-clicking "Place order" sends one request and places one order', async ({ page, baseURL, request }) => {
   await addToCart(page, 'MUG-001', 2);
   await page.goto('/checkout');
   await hydrated(page);
-  await page.getByRole('button', { name: 'Place order' }).dblclick();
+  const posts = recordPosts(page, PLACE_ORDER_PATH);
+  // The first request is held on the server, so the second click lands while it is in
+  // flight: only the button's lock keeps the browser from sending a second request.
+  await doubleClickWhileHeld(request, baseURL!, 'double-click-order', page.getByRole('button', { name: 'Place order' }));
 
   await expect(page).toHaveURL(ORDER_URL);
   await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
   await expect(page.getByTestId('order-no')).toHaveText(/^ONC-\d+$/);
+  expect(posts).toHaveLength(1);
   expect(await orders(page)).toHaveLength(1);
 });
 
 test('2. several clicks before hydration place exactly one order', async ({ page, baseURL, request }) => {
   // The wasm never arrives during this test: every click is a native form post.
   await page.route('**/pkg/*.wasm', () => {});
-  const posts: string[] = [];
-  page.on('request', (r) => r.method() === 'POST' && r.url().endsWith('/checkout') && posts.push(r.url()));
+  const posts = recordPosts(page, CHECKOUT_FORM_PATH);
 
   await addToCart(page, 'TEE-002', 1);
   await page.goto('/checkout', { waitUntil: 'domcontentloaded' });
@@ -45,7 +61,7 @@ test('2. several clicks before hydration place exactly one order', async ({ page
 });
 
 test('3. the server killed mid-request and restarted: the retry completes one order', async ({ page, request }) => {
-  const options = { port: 3902, database: freshDatabaseName(), env: E2E_SERVER_ENV };
+  const options = { port: await freePort(), database: freshDatabaseName(), env: E2E_SERVER_ENV };
   let server = await startServer(options);
   const base = server.baseURL;
   try {

@@ -1,5 +1,4 @@
-import { test, expect } from '@playwright/test';
-import { addToCart, hydrated } from '../support/shop';
+import { test, expect, addToCart, hydrated } from '../support/shop';
 
 // Every page hydrates without errors or warnings in the console (a hydration mismatch shows up here).
 test('pages hydrate cleanly', async ({ page }) => {

@@ -1,5 +1,5 @@
-import { test, expect, Page } from '@playwright/test';
-import { hydrated } from '../support/shop';
+import { Page } from '@playwright/test';
+import { test, expect, doubleClickWhileHeld, hydrated, PAY_PATH, recordPosts } from '../support/shop';
 
 const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
 
@@ -32,15 +32,19 @@ async function providerCharges(page: Page, orderId: string): Promise<number> {
   return count;
 }
 
-test('double-clicking "Pay" charges once and the page shows Paid', async ({ page }) => {
+test('double-clicking "Pay" sends one request, charges once and the page shows Paid', async ({ page, baseURL, request }) => {
   const orderId = await placeOrder(page);
   await page.goto(`/orders/${orderId}`);
   await hydrated(page);
   await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
-  await page.getByRole('button', { name: 'Pay' }).dblclick();
+  const posts = recordPosts(page, PAY_PATH);
+  // The first request is held on the server, so the second click lands while it is in
+  // flight: only the button's lock keeps the browser from sending a second request.
+  await doubleClickWhileHeld(request, baseURL!, 'double-click-pay', page.getByRole('button', { name: 'Pay' }));
 
   await expect(page.getByTestId('order-status')).toHaveText('Paid');
   await expect(page.getByRole('button', { name: 'Pay' })).toHaveCount(0);
+  expect(posts).toHaveLength(1);
   expect(await providerCharges(page, orderId)).toBe(1);
 });
 

@@ -1,4 +1,4 @@
-import { test, expect } from '@playwright/test';
+import { test, expect } from '../support/shop';
 
 test('the catalog is rendered on the server, then the wasm takes over', async ({ page }, testInfo) => {
   // Hold the wasm back so that what we see first is the server-rendered HTML alone.

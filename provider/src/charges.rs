@@ -35,7 +35,7 @@ const SLOW_ANSWER: Duration = Duration::from_secs(3);
 
 pub fn router() -> Router<ProviderState> {
     Router::new()
-        .route("/v1/charges", post(create))
+        .route("/v1/charges", post(create).get(find_by_reference))
         .route("/v1/charges/{id}", get(show))
 }
 
@@ -197,6 +197,26 @@ fn fingerprint(request: &ChargeRequest) -> String {
         request.amount_cents, request.currency, request.card_number, request.reference
     );
     hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+#[derive(Deserialize)]
+struct ByReference {
+    reference: String,
+}
+
+/// `GET /v1/charges?reference=…`: every charge made for a merchant reference, oldest first,
+/// so a merchant whose call's outcome is unknown can ask instead of guessing.
+async fn find_by_reference(
+    State(db): State<PgPool>,
+    axum::extract::Query(query): axum::extract::Query<ByReference>,
+) -> Result<Json<Vec<Charge>>, ProviderError> {
+    let charges = sqlx::query_as(&format!(
+        "SELECT {CHARGE_COLUMNS} FROM charges WHERE reference = $1 ORDER BY tx_no"
+    ))
+    .bind(query.reference)
+    .fetch_all(&db)
+    .await?;
+    Ok(Json(charges))
 }
 
 async fn show(

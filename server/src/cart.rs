@@ -2,8 +2,8 @@
 //! restarts and a move to another instance), with the Idempotency-Key of its checkout.
 //!
 //! Two rules keep a cart from becoming a second order (docs/design.md, "The cart"):
-//! * the transaction that creates an order empties the session's cart ([`empty`]), so an
-//!   order and the full cart that produced it never exist together;
+//! * the transaction that creates an order takes its lines out of the session's cart
+//!   ([`take_ordered`]), so an order and the full cart that produced it never exist together;
 //! * the cart carries one checkout key from its first line until its intent ends (an order,
 //!   a definitive refusal, or a change of the cart): every checkout page, reload or retry
 //!   of the same cart submits under the same key.
@@ -112,11 +112,39 @@ pub async fn add(
     read(db, session_id).await
 }
 
-/// Empties the session's cart and ends its checkout intent, inside the caller's
-/// transaction: the order's own.
-pub async fn empty(tx: &mut PgConnection, session_id: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("DELETE FROM carts WHERE session_id = $1")
+/// Takes what was just ordered out of the session's cart and ends its checkout intent,
+/// inside the caller's transaction: the order's own. Usually that empties the cart; what
+/// was added meanwhile (another tab) stays, under a new key, since it was never ordered.
+pub async fn take_ordered(
+    tx: &mut PgConnection,
+    session_id: &str,
+    skus: &[String],
+    quantities: &[i32],
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "WITH ordered AS (SELECT * FROM unnest($2::text[], $3::int[]) AS o(sku, quantity)),
+              reduced AS (
+                UPDATE cart_lines l SET quantity = l.quantity - o.quantity FROM ordered o
+                 WHERE l.session_id = $1 AND l.sku = o.sku AND l.quantity > o.quantity)
+         DELETE FROM cart_lines l USING ordered o
+          WHERE l.session_id = $1 AND l.sku = o.sku AND l.quantity <= o.quantity",
+    )
+    .bind(session_id)
+    .bind(skus)
+    .bind(quantities)
+    .execute(&mut *tx)
+    .await?;
+    // A cart left empty goes; one with lines left starts a new intent.
+    sqlx::query(
+        "DELETE FROM carts WHERE session_id = $1
+            AND NOT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1)",
+    )
+    .bind(session_id)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query("UPDATE carts SET checkout_key = $2, updated_at = now() WHERE session_id = $1")
         .bind(session_id)
+        .bind(fresh_key())
         .execute(tx)
         .await?;
     Ok(())

@@ -181,8 +181,10 @@ impl From<anyhow::Error> for ApiError {
 }
 
 /// Errors that say "the database is unreachable or busy right now", not "this request is
-/// wrong": lost connections, an exhausted pool, shutdown, serialization failures, and a
-/// database that refuses new connections (55000, as during maintenance).
+/// wrong": lost connections, an exhausted pool, shutdown, serialization failures, a
+/// database that refuses new connections (55000, as during maintenance), and the bounds we
+/// set ourselves running out: a lock wait (55P03), a statement (57014) or an idle
+/// transaction (25P03) that took too long.
 pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)
@@ -193,7 +195,10 @@ pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
         sqlx::Error::Database(db) => db.code().is_some_and(|code| {
             code.starts_with("08")
                 || code.starts_with("57P")
-                || ["40001", "40P01", "53300", "55000"].contains(&code.as_ref())
+                || [
+                    "40001", "40P01", "53300", "55000", "55P03", "57014", "25P03",
+                ]
+                .contains(&code.as_ref())
         }),
         _ => false,
     }

@@ -31,7 +31,9 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         let id = order["id"].as_str().unwrap_or_default().to_owned();
         // The order's own transaction emptied the cart on the server.
         navigate(&format!("/orders/{id}"), Default::default());
-    });
+    })
+    // After a refusal the server gives the cart a new key; every tab must use that one.
+    .with_next_key_from(|| Box::pin(async { get_checkout().await.ok().map(|c| c.key) }));
     let Checkout { cart, key } = checkout;
     if cart.lines.is_empty() {
         return view! {

@@ -75,15 +75,19 @@ enum Event {
     Failed(ChargeData),
     /// A kind this shop does not act on; acknowledged so the provider stops retrying it.
     Other,
+    /// A kind we know whose data is not the shape of that kind. It is signed, so it came
+    /// from the provider, and sending it again will not change it: recorded, acknowledged.
+    Malformed,
 }
 
-fn understand(event: &ProviderEvent) -> Result<Event, serde_json::Error> {
+fn understand(event: &ProviderEvent) -> Event {
     let data = || serde_json::from_value::<ChargeData>(event.data.clone());
-    Ok(match event.event_type.as_str() {
-        "charge.succeeded" => Event::Succeeded(data()?),
-        "charge.failed" => Event::Failed(data()?),
+    match (event.event_type.as_str(), data()) {
+        ("charge.succeeded", Ok(data)) => Event::Succeeded(data),
+        ("charge.failed", Ok(data)) => Event::Failed(data),
+        ("charge.succeeded" | "charge.failed", Err(_)) => Event::Malformed,
         _ => Event::Other,
-    })
+    }
 }
 
 async fn receive(
@@ -104,7 +108,7 @@ async fn receive(
     };
     let payload: serde_json::Value = serde_json::from_slice(&body).map_err(invalid)?;
     let envelope: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
-    let event = understand(&envelope).map_err(invalid)?;
+    let event = understand(&envelope);
     let outcome = record_and_apply(&db, &envelope, &event, payload).await?;
     Ok(Json(json!({ "received": true, "outcome": outcome })))
 }
@@ -138,7 +142,7 @@ async fn record_and_apply(
     let mut tx = db.begin().await?;
     let charge_id = match event {
         Event::Succeeded(d) | Event::Failed(d) => Some(d.charge_id.as_str()),
-        Event::Other => None,
+        Event::Other | Event::Malformed => None,
     };
     let inserted = sqlx::query(
         "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
@@ -186,14 +190,19 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
     let data = match event {
         Event::Succeeded(data) | Event::Failed(data) => data,
         Event::Other => return Ok(Outcome::Ignored),
+        Event::Malformed => return Ok(Outcome::Malformed),
     };
     let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
         return Ok(Outcome::UnknownPayment);
     };
     if let Event::Failed(_) = event {
         let code = data.failure_code.as_deref().unwrap_or("declined");
-        apply::charge_failed(tx, payment_id, Some(&data.charge_id), code).await?;
-        return Ok(Outcome::Applied);
+        let changed = apply::charge_failed(tx, payment_id, Some(&data.charge_id), code).await?;
+        return Ok(if changed {
+            Outcome::Applied
+        } else {
+            Outcome::AlreadyApplied
+        });
     }
     let facts = ChargeFacts {
         charge_id: data.charge_id.clone(),

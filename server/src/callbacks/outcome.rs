@@ -19,6 +19,8 @@ pub enum Outcome {
     AmountMismatch,
     /// The database refused to apply it (a constraint): flagged, never retried.
     Conflict,
+    /// A known kind whose data does not have the shape that kind has.
+    Malformed,
 }
 
 impl Outcome {
@@ -31,6 +33,7 @@ impl Outcome {
             Self::UnknownPayment => "unknown_payment",
             Self::AmountMismatch => "amount_mismatch",
             Self::Conflict => "conflict",
+            Self::Malformed => "malformed",
         }
     }
 
@@ -60,6 +63,7 @@ mod tests {
             Outcome::UnknownPayment,
             Outcome::AmountMismatch,
             Outcome::Conflict,
+            Outcome::Malformed,
         ] {
             assert!(
                 migration.contains(&format!("'{}'", outcome.as_str())),

@@ -38,7 +38,8 @@ pub async fn create_in_new_tx(
     let mut tx = db.begin().await?;
     match create(&mut tx, &session_id, &new).await {
         Ok(reply) => {
-            cart::empty(&mut tx, &session_id).await?;
+            let quantities: Vec<i32> = new.lines.iter().map(|l| l.quantity).collect();
+            cart::take_ordered(&mut tx, &session_id, &new.skus(), &quantities).await?;
             Ok((tx, reply))
         }
         Err(e) if e.is_transient() => Err(e),

@@ -164,22 +164,25 @@ async fn owe_refund(
 }
 
 /// A declined charge: the attempt fails, unless it already has an outcome (a late
-/// `charge.failed` never undoes a success).
+/// `charge.failed` never undoes a success). Returns whether the attempt changed; an
+/// attempt that does not exist is [`ApplyError::UnknownPayment`].
 pub async fn charge_failed(
     tx: &mut PgConnection,
     payment_id: Uuid,
     charge_id: Option<&str>,
     code: &str,
-) -> Result<(), ApplyError> {
-    sqlx::query(
-        "UPDATE payments SET status = 'failed', provider_charge_id = coalesce(provider_charge_id, $2),
-                failure_code = $3, updated_at = now()
-          WHERE id = $1 AND status = 'pending'",
+) -> Result<bool, ApplyError> {
+    let known: Option<bool> = sqlx::query_scalar(
+        "WITH failed AS (
+            UPDATE payments SET status = 'failed', provider_charge_id = coalesce(provider_charge_id, $2),
+                   failure_code = $3, updated_at = now()
+             WHERE id = $1 AND status = 'pending' RETURNING id)
+         SELECT EXISTS (SELECT 1 FROM failed) FROM payments WHERE id = $1",
     )
     .bind(payment_id)
     .bind(charge_id)
     .bind(code)
-    .execute(tx)
+    .fetch_optional(tx)
     .await?;
-    Ok(())
+    known.ok_or(ApplyError::UnknownPayment(payment_id))
 }

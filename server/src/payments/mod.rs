@@ -19,6 +19,7 @@
 
 pub mod apply;
 pub mod provider;
+pub mod settle;
 pub mod store;
 
 use axum::{
@@ -28,7 +29,9 @@ use axum::{
     Json, Router,
 };
 use serde::Deserialize;
-use sqlx::PgPool;
+use std::time::Duration;
+
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::{
@@ -97,8 +100,9 @@ async fn pay(
         scope: request.scope.clone(),
         key: request.key.to_string(),
     };
+    let lease = idem.lease;
     Ok(idempotency::execute(&idem, request, move |db| {
-        charge_order(db, provider, shopper.id, order_id, attempt, card)
+        charge_order(db, provider, lease, shopper.id, order_id, attempt, card)
     })
     .await)
 }
@@ -107,12 +111,27 @@ async fn pay(
 async fn charge_order(
     db: PgPool,
     provider: ProviderClient,
+    lease: Duration,
     shopper_id: String,
     order_id: Uuid,
     attempt: AttemptKey,
     card: CardNumber,
 ) -> Result<(idempotency::executor::PgTx, idempotency::Reply), ApiError> {
-    let payment = store::begin_attempt(&db, &shopper_id, order_id, &attempt).await?;
+    let payment = match store::begin_attempt(&db, &shopper_id, order_id, &attempt).await {
+        // Another intent's attempt is pending: settle it if it was abandoned, then try again.
+        Err(ApiError::PaymentInProgress) => {
+            settle::abandoned_attempt(&db, &provider, order_id, lease).await?;
+            store::begin_attempt(&db, &shopper_id, order_id, &attempt).await?
+        }
+        found => found?,
+    };
+    if payment.status != "pending" {
+        // Settled since our last try (a callback, or another intent asking the provider):
+        // answer from what it is, and never charge it again.
+        let mut tx = db.begin().await?;
+        let reply = reply_for(&mut tx, payment.id).await?;
+        return Ok((tx, reply));
+    }
     let charge = match provider.charge(&payment, &card).await {
         Ok(charge) => charge,
         // Refused by the provider itself: nothing was charged, so the attempt ends here
@@ -125,26 +144,13 @@ async fn charge_order(
         Err(e) => return Err(e),
     };
     let mut tx = db.begin().await?;
-    let reply = match charge.status.as_str() {
+    match charge.status.as_str() {
         "succeeded" => {
-            let applied = apply::charge_succeeded(&mut tx, payment.id, &charge.facts()).await?;
-            if applied == apply::Applied::RefundDue {
-                idempotency::Reply::refusal(&ApiError::unprocessable(
-                    "order-not-payable",
-                    "the order was paid or cancelled meanwhile; this charge will be refunded",
-                ))
-            } else {
-                let view = store::view(&mut tx, payment.id).await?;
-                idempotency::Reply::created(format!("/api/orders/{order_id}/payments"), view)?
-            }
+            apply::charge_succeeded(&mut tx, payment.id, &charge.facts()).await?;
         }
         "failed" => {
-            let code = charge
-                .failure_code
-                .clone()
-                .unwrap_or_else(|| "declined".into());
-            apply::charge_failed(&mut tx, payment.id, Some(&charge.id), &code).await?;
-            idempotency::Reply::refusal(&ApiError::PaymentDeclined { code })
+            let code = charge.failure_code.as_deref().unwrap_or("declined");
+            apply::charge_failed(&mut tx, payment.id, Some(&charge.id), code).await?;
         }
         // Neither: the outcome is not known yet. The attempt stays pending; a retry of the
         // same key asks again, a callback settles it.
@@ -154,8 +160,42 @@ async fn charge_order(
                 charge.id
             )))
         }
-    };
+    }
+    let reply = reply_for(&mut tx, payment.id).await?;
     Ok((tx, reply))
+}
+
+/// The answer for an attempt, from the state it is in now.
+async fn reply_for(
+    tx: &mut PgConnection,
+    payment_id: Uuid,
+) -> Result<idempotency::Reply, ApiError> {
+    let view = store::view(tx, payment_id).await?;
+    let code = view
+        .failure_code
+        .clone()
+        .unwrap_or_else(|| "declined".into());
+    Ok(match view.status.as_str() {
+        "succeeded" => {
+            idempotency::Reply::created(format!("/api/orders/{}/payments", view.order_id), view)?
+        }
+        "refund_due" => idempotency::Reply::refusal(&ApiError::unprocessable(
+            "order-not-payable",
+            "the order was paid or cancelled meanwhile; this charge will be refunded",
+        )),
+        "failed" if code == settle::NOT_CHARGED => {
+            idempotency::Reply::refusal(&ApiError::unprocessable(
+                "payment-closed",
+                "this payment stopped before the provider charged anything; please pay again",
+            ))
+        }
+        "failed" => idempotency::Reply::refusal(&ApiError::PaymentDeclined { code }),
+        other => {
+            return Err(ApiError::Internal(anyhow::anyhow!(
+                "payment {payment_id} is {other} after its outcome was applied"
+            )))
+        }
+    })
 }
 
 async fn list(

@@ -65,6 +65,26 @@ impl ProviderClient {
         }
     }
 
+    /// Every charge the provider made for one of our attempts (its `reference`), asked once.
+    /// This is how an attempt whose outcome is unknown is settled: by asking, never guessing.
+    pub async fn charges_for(&self, payment_id: Uuid) -> Result<Vec<Charge>, ApiError> {
+        let unavailable = |e: reqwest::Error| {
+            ApiError::Unavailable(anyhow::anyhow!("payment provider lookup failed: {e}"))
+        };
+        self.http
+            .get(format!(
+                "{}/v1/charges?reference={payment_id}",
+                self.base_url
+            ))
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(unavailable)?
+            .json()
+            .await
+            .map_err(unavailable)
+    }
+
     /// Charges the attempt, retrying transient failures with exponential backoff and full jitter.
     pub async fn charge(&self, attempt: &Attempt, card: &CardNumber) -> Result<Charge, ApiError> {
         let mut last = String::new();

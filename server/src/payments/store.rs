@@ -18,6 +18,10 @@ pub struct Attempt {
     pub order_id: Uuid,
     pub amount_cents: i64,
     pub currency: String,
+    /// `pending` unless something settled it since (a callback, or a lookup at the
+    /// provider when another intent found it blocking the order).
+    pub status: String,
+    pub failure_code: Option<String>,
 }
 
 /// What the API shows of a payment.
@@ -29,6 +33,7 @@ pub struct PaymentView {
     pub amount_cents: i64,
     pub currency: String,
     pub provider_charge_id: Option<String>,
+    pub failure_code: Option<String>,
 }
 
 /// Recovery point 1: records the attempt (amount from the order, never from the client), or
@@ -56,9 +61,11 @@ pub async fn begin_attempt(
     .on_constraint("payments_one_pending_per_order", || {
         ApiError::PaymentInProgress
     })?;
+    // FOR SHARE: if another intent is settling this attempt right now, wait for its answer
+    // rather than charge an attempt that is being closed.
     let found: Option<Attempt> = sqlx::query_as(
-        "SELECT id, order_id, amount_cents, currency FROM payments
-          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",
+        "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
+          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3 FOR SHARE",
     )
     .bind(&attempt.scope)
     .bind(&attempt.key)
@@ -91,8 +98,30 @@ async fn why_not_payable(
     })
 }
 
+/// The order's pending attempt, locked, with whether the request that owns it may still be
+/// running (its key leased, or its lease over for less than one more lease: a stalled
+/// holder may wake up and call the provider).
+pub async fn lock_pending_attempt(
+    tx: &mut PgConnection,
+    order_id: Uuid,
+    lease: std::time::Duration,
+) -> Result<Option<(Uuid, bool)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT p.id, EXISTS (
+                    SELECT 1 FROM idempotency_keys k
+                     WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
+                       AND k.state = 'processing'
+                       AND k.locked_until > now() - $2 * interval '1 millisecond') AS running
+           FROM payments p WHERE p.order_id = $1 AND p.status = 'pending' FOR UPDATE OF p",
+    )
+    .bind(order_id)
+    .bind(lease.as_millis() as i64)
+    .fetch_optional(tx)
+    .await
+}
+
 pub async fn view(tx: &mut PgConnection, payment_id: Uuid) -> Result<PaymentView, sqlx::Error> {
-    sqlx::query_as("SELECT id, order_id, status, amount_cents, currency, provider_charge_id FROM payments WHERE id = $1")
+    sqlx::query_as("SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code FROM payments WHERE id = $1")
         .bind(payment_id)
         .fetch_one(tx)
         .await
@@ -115,8 +144,8 @@ pub async fn for_order(
         return Ok(None);
     }
     let payments = sqlx::query_as(
-        "SELECT id, order_id, status, amount_cents, currency, provider_charge_id FROM payments
-          WHERE order_id = $1 ORDER BY created_at",
+        "SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code
+           FROM payments WHERE order_id = $1 ORDER BY created_at",
     )
     .bind(order_id)
     .fetch_all(db)

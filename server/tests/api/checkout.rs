@@ -256,3 +256,32 @@ async fn a_refusal_ends_the_intent_and_a_changed_cart_gets_a_new_key() {
     assert!(location(&submit_form(&app, &app.client, &key, None).await).starts_with("/orders/"));
     assert_eq!(app.count("orders").await, 1);
 }
+
+#[tokio::test]
+async fn what_another_tab_added_meanwhile_stays_in_the_cart() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    // The order names the two mugs it was placed for; a tee and a third mug came later.
+    app.add_to_cart(&app.client, "TEE-002", 1).await;
+    app.add_to_cart(&app.client, "MUG-001", 1).await;
+    let placed = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    assert_eq!(placed.status(), 201);
+    let cart = app.cart(&app.client).await;
+    let lines: Vec<(String, u64)> = cart["lines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| {
+            (
+                l["sku"].as_str().unwrap().to_owned(),
+                l["quantity"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        lines,
+        [("MUG-001".to_owned(), 1), ("TEE-002".to_owned(), 1)]
+    );
+    assert_ne!(page_key(&app, &app.client).await, key);
+}

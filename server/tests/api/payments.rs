@@ -318,3 +318,74 @@ async fn a_charge_the_provider_refuses_ends_the_attempt_instead_of_blocking_the_
     assert_problem(next, 422, "payment-not-accepted").await;
     assert_eq!(provider.charges().await, 0);
 }
+
+#[tokio::test]
+async fn after_a_503_another_card_can_pay_once_the_provider_confirms_nothing_was_charged() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    // A second instance whose provider is unreachable: the first "Pay" ends in a 503.
+    let cut_off = start(
+        server::config::Config {
+            provider_url: "http://127.0.0.1:9".into(),
+            ..app.config.clone()
+        },
+        app.db_name.clone(),
+    )
+    .await;
+    let first = app
+        .client
+        .post(cut_off.url(&format!("/api/orders/{order_id}/payments")))
+        .header("idempotency-key", "card-a")
+        .json(&serde_json::json!({ "card_number": CARD_OK }))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(first, 503, "service-unavailable").await;
+    assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
+
+    // The shopper edits the card: a new intent. The old attempt is asked about, closed.
+    let second = pay(&app, &order_id, "card-b", "5555555555554444", &[]).await;
+    assert_eq!(second.status(), 201);
+    assert_eq!(provider.charges().await, 1);
+    assert_eq!(
+        app.count_where(
+            "payments",
+            "status = 'failed' AND failure_code = 'not_charged'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(app.order_status(&order_id).await, "paid");
+
+    // The first key, retried at last, answers from its closed attempt and charges nothing.
+    let late = pay(&app, &order_id, "card-a", CARD_OK, &[]).await;
+    assert_problem(late, 422, "payment-closed").await;
+    assert_eq!(provider.charges().await, 1);
+}
+
+#[tokio::test]
+async fn a_success_the_order_can_no_longer_take_answers_refund_due_to_the_payer() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let paying = spawn_pay(&app, &order_id, "late-1", CARD_SLOW, &[]);
+    // While the slow charge is under way, the order is paid by other means.
+    tokio::time::sleep(std::time::Duration::from_millis(800)).await;
+    app.sql(
+        "UPDATE orders SET status = 'paid' WHERE id = $1::uuid",
+        &order_id,
+    )
+    .await;
+    let answer = paying.await.unwrap();
+    let problem = assert_problem(answer, 422, "order-not-payable").await;
+    assert!(problem["detail"].as_str().unwrap().contains("refunded"));
+    assert_eq!(provider.charges().await, 1);
+    assert_eq!(
+        app.count_where("payments", "status = 'refund_due'").await,
+        1
+    );
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'payment.refund_due'")
+            .await,
+        1
+    );
+}
