@@ -21,6 +21,12 @@ ALTER TABLE payments ADD CONSTRAINT payments_status_valid
 -- one is pending is refused here (409 payment-in-progress) before anything is charged.
 CREATE UNIQUE INDEX payments_one_pending_per_order ON payments (order_id) WHERE status = 'pending';
 
+-- When the provider was last asked to charge the attempt. Another intent may close a
+-- pending attempt as "never charged" only after a quiet grace period since this moment,
+-- and a charge call first stamps it on a still-pending attempt: the two are serialized on
+-- the row, so an attempt is never closed while a call to charge it may be under way.
+ALTER TABLE payments ADD COLUMN charge_requested_at timestamptz;
+
 -- What became of each callback, from a closed list.
 UPDATE payment_callbacks SET outcome = 'refund_due' WHERE outcome = 'second_success';
 ALTER TABLE payment_callbacks ADD CONSTRAINT payment_callbacks_outcome_valid CHECK (outcome IN (

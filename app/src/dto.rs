@@ -48,8 +48,8 @@ pub struct Checkout {
     pub key: String,
 }
 
-/// The `POST /api/orders` body for a cart. The form fallback and the hydrated page build it
-/// the same way, so both carry the same request fingerprint.
+/// The `POST /api/orders` body for a cart. The server's checkout builds it from the cart it
+/// holds, so a checkout and an API order of the same cart carry the same fingerprint.
 pub fn order_request(cart: &Cart) -> serde_json::Value {
     let items: Vec<serde_json::Value> = cart
         .lines

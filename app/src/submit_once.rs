@@ -125,6 +125,8 @@ impl SubmitOnce {
 
     fn finish(self, outcome: Outcome) {
         self.busy.set(false);
+        // Whatever happened, nothing is in flight any more: a reload must not resend it.
+        self.remember(&Intent::idle(self.key.get_untracked()));
         match outcome {
             Outcome::Done(body) => {
                 self.start_new_intent();
@@ -137,7 +139,6 @@ impl SubmitOnce {
             }
             Outcome::GaveUp(detail) => {
                 // Not definitive: keep the key, so the next click is the same intent.
-                self.remember(&Intent::idle(self.key.get_untracked()));
                 self.message.set(Some(detail));
             }
         }
@@ -154,12 +155,25 @@ impl SubmitOnce {
         let Some(next) = source else {
             return self.use_key(browser::new_key());
         };
-        // Until the server's key arrives, the form cannot be submitted under the old one.
+        // Until the server's key arrives, the form cannot be submitted under the old one;
+        // if it does not come in time, a key made here unlocks the form (the server refuses
+        // a key that is not its cart's with `cart-changed`, so that cannot order twice).
         self.busy.set(true);
+        let waiting = StoredValue::new(true);
+        let settle = move |key: String| {
+            if waiting.get_value() {
+                waiting.set_value(false);
+                self.use_key(key);
+                self.busy.set(false);
+            }
+        };
         leptos::task::spawn_local(async move {
             let key = next.await.unwrap_or_else(browser::new_key);
-            self.use_key(key);
-            self.busy.set(false);
+            settle(key);
+        });
+        leptos::task::spawn_local(async move {
+            pause(NEXT_KEY_TIMEOUT_MS).await;
+            settle(browser::new_key());
         });
     }
 
@@ -168,6 +182,9 @@ impl SubmitOnce {
         self.key.set(key);
     }
 }
+
+/// How long to wait for the server's next key before making one.
+const NEXT_KEY_TIMEOUT_MS: u32 = 5_000;
 
 /// Waits `ms` milliseconds in the browser (for polling); returns at once on the server.
 pub async fn pause(ms: u32) {

@@ -7,8 +7,10 @@ test.afterEach(async ({ page }, testInfo) => {
   await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
 });
 
-/** Places an order through the API with the page's session; returns its id. */
+/** Places an order through the API with the page's session; returns its id. A write needs
+ * a session that exists already, so the session is opened first, as any API client does. */
 async function placeOrder(page: Page): Promise<string> {
+  expect((await page.request.get('/api/session')).status()).toBe(200);
   const response = await page.request.post('/api/orders', {
     headers: { 'idempotency-key': crypto.randomUUID() },
     data: { items: [{ sku: 'PEN-005', quantity: 1 }] },

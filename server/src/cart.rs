@@ -53,14 +53,17 @@ pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, CartError> {
     Ok(Cart { lines })
 }
 
+/// The key of the cart's checkout intent, if the session has a cart.
+pub async fn current_key(db: &PgPool, session_id: &str) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT checkout_key FROM carts WHERE session_id = $1")
+        .bind(session_id)
+        .fetch_optional(db)
+        .await
+}
+
 /// The key of the cart's checkout intent; a throwaway key when there is no cart.
 pub async fn checkout_key(db: &PgPool, session_id: &str) -> Result<String, CartError> {
-    let key: Option<String> =
-        sqlx::query_scalar("SELECT checkout_key FROM carts WHERE session_id = $1")
-            .bind(session_id)
-            .fetch_optional(db)
-            .await?;
-    Ok(key.unwrap_or_else(fresh_key))
+    Ok(current_key(db, session_id).await?.unwrap_or_else(fresh_key))
 }
 
 /// Adds `quantity` of `sku` (capped at the maximum). A changed cart is a new intent, so it
@@ -121,6 +124,12 @@ pub async fn take_ordered(
     skus: &[String],
     quantities: &[i32],
 ) -> Result<(), sqlx::Error> {
+    // The cart row first, as `add` locks it first: a concurrent add waits for the order
+    // (no deadlock), and what it adds is seen by the statements below, never deleted.
+    sqlx::query("SELECT 1 FROM carts WHERE session_id = $1 FOR UPDATE")
+        .bind(session_id)
+        .execute(&mut *tx)
+        .await?;
     sqlx::query(
         "WITH ordered AS (SELECT * FROM unnest($2::text[], $3::int[]) AS o(sku, quantity)),
               reduced AS (
@@ -172,4 +181,13 @@ pub async fn end_intent(
 
 pub fn fresh_key() -> String {
     Uuid::new_v4().to_string()
+}
+
+impl From<CartError> for crate::error::ApiError {
+    fn from(e: CartError) -> Self {
+        match e {
+            CartError::Storage(e) => e.into(),
+            other => Self::unprocessable("invalid-cart", other.to_string()),
+        }
+    }
 }

@@ -1,10 +1,17 @@
-//! The checkout form without wasm: `POST /checkout`, form-encoded, the Idempotency-Key in a
-//! hidden field. It goes through the same executor as `POST /api/orders`, with the same
-//! operation and body, so a native submit and the hydrated page's submit of one intent are
-//! one request. The key it carries is the cart's checkout key (see `cart`): it stays the
-//! same across failures, reloads and tabs until the intent ends. It always ends in a
-//! redirect, never an error page:
+//! Checking the cart out: the order is built from the cart as the server holds it, under the
+//! cart's checkout key (see `cart`), through the same executor, operation and body as
+//! `POST /api/orders`. Two doors lead here:
 //!
+//! * `POST /api/checkout` (the hydrated page): JSON answers, like `POST /api/orders`;
+//! * `POST /checkout` (the form, which works without wasm): the key in a hidden field, and
+//!   always a redirect, never an error page.
+//!
+//! Only the cart's current key can place an order. A key the cart has moved past (another
+//! tab changed the cart, or ordered it) answers with what that key holds — its order, its
+//! refusal — or with `cart-changed`, and never orders a cart its page did not show. So two
+//! tabs of one cart, or a stale tab, can never make a second order.
+//!
+//! The form's redirects:
 //! * the order exists (first execution or replay) → 303 to the order page;
 //! * the first submit of this key is still running (a double click before hydration) →
 //!   wait for it briefly, then 303 to the same order;
@@ -29,7 +36,11 @@ use crate::{
     cart,
     error::ApiError,
     faults::FaultRequest,
-    idempotency::{self, executor::Idempotency, IdempotencyKey, IdempotentRequest},
+    idempotency::{
+        executor::Idempotency,
+        store::{self, Held},
+        IdempotencyKey, IdempotentRequest, RequestKey,
+    },
     orders::{self, NewOrder},
     session::ExistingShopper,
     startup::AppState,
@@ -39,8 +50,61 @@ use crate::{
 const WAIT_FOR_FIRST: Duration = Duration::from_secs(15);
 const POLL_EVERY: Duration = Duration::from_millis(200);
 
+/// The form's route (`/checkout`).
 pub fn router() -> Router<AppState> {
-    Router::new().route("/checkout", post(place_order))
+    Router::new().route("/checkout", post(place_order_form))
+}
+
+/// The hydrated page's route, nested under `/api` (`/api/checkout`).
+pub fn api_router() -> Router<AppState> {
+    Router::new().route("/checkout", post(place_order_api))
+}
+
+/// Places the order for the session's cart under `key`, which must be the cart's current
+/// checkout key; any other key answers from what it holds.
+pub async fn checkout_cart(
+    idem: &Idempotency,
+    db: &PgPool,
+    session_id: &str,
+    key: IdempotencyKey,
+    faults: FaultRequest,
+) -> Result<Response, ApiError> {
+    let current = cart::current_key(db, session_id).await?;
+    if current.as_deref() != Some(key.as_str()) {
+        return answer_for(db, session_id, &key).await;
+    }
+    let cart = cart::read(db, session_id).await?;
+    if cart.lines.is_empty() {
+        return answer_for(db, session_id, &key).await;
+    }
+    let body = app::dto::order_request(&cart);
+    let new_order = NewOrder::parse(&body)?;
+    let request =
+        IdempotentRequest::new(session_id, key, orders::CREATE_ORDER, &body).with_faults(faults);
+    Ok(orders::create_order(idem, request, new_order).await)
+}
+
+/// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
+async fn answer_for(
+    db: &PgPool,
+    session_id: &str,
+    key: &IdempotencyKey,
+) -> Result<Response, ApiError> {
+    Ok(match store::held(db, session_id, key).await? {
+        Held::Completed(stored) => stored.into_response(true),
+        Held::Running => ApiError::RequestInProgress.into_response(),
+        Held::Open => ApiError::CartChanged.into_response(),
+    })
+}
+
+async fn place_order_api(
+    State(idem): State<Idempotency>,
+    State(db): State<PgPool>,
+    shopper: ExistingShopper,
+    key: RequestKey,
+) -> Result<Response, ApiError> {
+    let (key, faults) = key.into_parts();
+    checkout_cart(&idem, &db, &shopper.id, key, faults).await
 }
 
 #[derive(Deserialize)]
@@ -48,7 +112,7 @@ struct CheckoutForm {
     idempotency_key: String,
 }
 
-async fn place_order(
+async fn place_order_form(
     State(idem): State<Idempotency>,
     State(db): State<PgPool>,
     shopper: Result<ExistingShopper, ApiError>,
@@ -64,12 +128,11 @@ async fn place_order(
     };
     let started = Instant::now();
     loop {
-        match attempt(&idem, &db, &shopper.id, &key, &faults).await {
-            Attempt::Done(response) => return response,
-            Attempt::Busy if started.elapsed() < WAIT_FOR_FIRST => {
-                tokio::time::sleep(POLL_EVERY).await
-            }
-            Attempt::Busy => {
+        let answer = checkout_cart(&idem, &db, &shopper.id, key.clone(), faults.clone()).await;
+        match redirect_for(answer).await {
+            Some(redirect) => return redirect,
+            None if started.elapsed() < WAIT_FOR_FIRST => tokio::time::sleep(POLL_EVERY).await,
+            None => {
                 return back_to_checkout(
                     "Your order is still being processed. Check My orders in a moment.",
                 )
@@ -78,79 +141,28 @@ async fn place_order(
     }
 }
 
-enum Attempt {
-    Done(Response),
-    Busy,
+/// The form's redirect for an answer; `None` while the first submit is still running.
+async fn redirect_for(answer: Result<Response, ApiError>) -> Option<Response> {
+    let response = answer.unwrap_or_else(IntoResponse::into_response);
+    Some(match response.status() {
+        StatusCode::CREATED => to_order_page(&response),
+        StatusCode::CONFLICT => return None,
+        status if status.is_client_error() => back_to_checkout(
+            &refusal_detail(response)
+                .await
+                .unwrap_or_else(|| "The shop could not accept this order.".into()),
+        ),
+        _ => back_to_checkout("The shop could not place your order just now. Please try again."),
+    })
 }
 
-async fn attempt(
-    idem: &Idempotency,
-    db: &PgPool,
-    session_id: &str,
-    key: &IdempotencyKey,
-    faults: &FaultRequest,
-) -> Attempt {
-    // A key this session already used answers for itself, even once the cart is empty.
-    let body = match cart::read(db, session_id).await {
-        Ok(cart) if !cart.lines.is_empty() => app::dto::order_request(&cart),
-        Ok(_) => return known_key(db, session_id, key, "Your cart is empty.").await,
-        Err(_) => return Attempt::Done(back_to_checkout(TRY_AGAIN)),
-    };
-    let new_order = match NewOrder::parse(&body) {
-        Ok(order) => order,
-        Err(e) => return Attempt::Done(back_to_checkout(&e.to_string())),
-    };
-    let request = IdempotentRequest::new(session_id, key.clone(), orders::CREATE_ORDER, &body)
-        .with_faults(faults.clone());
-    let response = orders::create_order(idem, request, new_order).await;
-    match response.status() {
-        StatusCode::CREATED => Attempt::Done(to_order_page(&response)),
-        StatusCode::CONFLICT => Attempt::Busy,
-        StatusCode::UNPROCESSABLE_ENTITY => match refusal_detail(response).await {
-            // The key named another cart: answer from what it holds.
-            None => known_key(db, session_id, key, CART_CHANGED).await,
-            Some(reason) => Attempt::Done(back_to_checkout(&reason)),
-        },
-        status if status.is_client_error() => Attempt::Done(back_to_checkout(
-            "The shop could not accept this order. Please check your cart.",
-        )),
-        _ => Attempt::Done(back_to_checkout(TRY_AGAIN)),
-    }
-}
-
-const CART_CHANGED: &str = "Your cart changed since this page was shown. Please review it.";
-const TRY_AGAIN: &str = "The shop could not place your order just now. Please try again.";
-
-/// The shopper-readable reason of a business refusal; `None` for `idempotency-key-reused`.
+/// The shopper-readable reason of a refusal.
 async fn refusal_detail(response: Response) -> Option<String> {
     let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024)
         .await
         .ok()?;
     let problem: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    let kind = problem["type"].as_str()?;
-    if kind.ends_with("/idempotency-key-reused") {
-        return None;
-    }
     Some(problem["detail"].as_str()?.to_owned())
-}
-
-/// Answers from what the key already holds: its order, or the reason it was refused;
-/// `otherwise` when it holds neither.
-async fn known_key(
-    db: &PgPool,
-    session_id: &str,
-    key: &IdempotencyKey,
-    otherwise: &str,
-) -> Attempt {
-    match idempotency::status::lookup(db, session_id, key).await {
-        Ok(Some(status)) if status.state == "completed" => match status.location {
-            Some(location) => Attempt::Done(redirect_to_order(&location)),
-            None => Attempt::Done(back_to_checkout("The shop refused this order.")),
-        },
-        Ok(Some(status)) if status.state == "processing" => Attempt::Busy,
-        Ok(_) => Attempt::Done(back_to_checkout(otherwise)),
-        Err(_) => Attempt::Done(back_to_checkout(TRY_AGAIN)),
-    }
 }
 
 fn to_order_page(response: &Response) -> Response {

@@ -19,6 +19,11 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// The payment provider's base URL.
     pub provider_url: String,
+    /// How long one call to the provider may take before it counts as lost.
+    pub provider_timeout: Duration,
+    /// How long a pending attempt must have been quiet (no charge call) before another
+    /// intent may close it as never charged, once the provider reports no charge for it.
+    pub payment_settle_grace: Duration,
     /// Secrets that may sign provider callbacks; several, so a secret can be rotated.
     /// Required: there is no built-in default anyone could read in the source.
     pub webhook_secrets: Vec<String>,
@@ -86,6 +91,8 @@ impl Config {
             ),
             max_body_bytes: var_or("MAX_BODY_BYTES", "65536").parse()?,
             provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
+            provider_timeout: millis("PROVIDER_TIMEOUT_MS", "10000")?,
+            payment_settle_grace: millis("PAYMENT_SETTLE_GRACE_MS", "60000")?,
             webhook_secrets,
             db_limits: DbLimits {
                 statement_timeout: millis("DB_STATEMENT_TIMEOUT_MS", "10000")?,
@@ -123,6 +130,12 @@ impl Config {
         anyhow::ensure!(
             self.idempotency_retention > self.idempotency_lease,
             "IDEMPOTENCY_RETENTION_SECS must be longer than the lease"
+        );
+        anyhow::ensure!(
+            !self.provider_timeout.is_zero()
+                && self.payment_settle_grace >= 2 * self.provider_timeout,
+            "PAYMENT_SETTLE_GRACE_MS must be at least twice PROVIDER_TIMEOUT_MS: a charge call \
+             still under way must never look abandoned"
         );
         let limits = &self.db_limits;
         anyhow::ensure!(
@@ -186,6 +199,14 @@ mod tests {
             ("IDEMPOTENCY_RETENTION_SECS", "10")
         ])
         .contains("RETENTION"));
+    }
+
+    #[test]
+    fn a_settle_grace_shorter_than_a_charge_call_is_refused() {
+        assert!(
+            refusal(&[("PAYMENT_SETTLE_GRACE_MS", "15000")]).contains("PAYMENT_SETTLE_GRACE_MS")
+        );
+        assert!(refusal(&[("PROVIDER_TIMEOUT_MS", "0")]).contains("PROVIDER_TIMEOUT_MS"));
     }
 
     #[test]

@@ -22,6 +22,10 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("a request with this Idempotency-Key is still being processed")]
     RequestInProgress,
+    #[error(
+        "your cart changed since this page was shown; please review it and place the order again"
+    )]
+    CartChanged,
     #[error("a payment for this order is already in progress; wait for it to finish")]
     PaymentInProgress,
     #[error("not found")]
@@ -72,7 +76,7 @@ impl ApiError {
             | Self::IdempotencyKeyMissing
             | Self::IdempotencyKeyMalformed(_)
             | Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::IdempotencyKeyReused | Self::Unprocessable { .. } => {
+            Self::IdempotencyKeyReused | Self::CartChanged | Self::Unprocessable { .. } => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
@@ -100,6 +104,7 @@ impl ApiError {
             Self::IdempotencyKeyReused => "idempotency-key-reused",
             Self::RequestInProgress => "request-in-progress",
             Self::PaymentInProgress => "payment-in-progress",
+            Self::CartChanged => "cart-changed",
             Self::NotFound => "not-found",
             Self::BadRequest { problem, .. }
             | Self::Unprocessable { problem, .. }

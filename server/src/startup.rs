@@ -56,7 +56,7 @@ impl Application {
             leptos: config.leptos.clone(),
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
-            provider: ProviderClient::new(&config.provider_url),
+            provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
             config,
         };
         let router = router(state.clone()).await?;
@@ -103,6 +103,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .route("/session", get(session::show))
         .merge(catalog::router())
         .merge(orders::router())
+        .merge(checkout::api_router())
         .merge(payments::router())
         .merge(idempotency::status::router())
         .fallback(error::api_not_found);

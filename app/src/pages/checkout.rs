@@ -3,12 +3,13 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::{
     api::get_checkout,
-    dto::{format_money, order_request, Cart, Checkout},
+    dto::{format_money, Cart, Checkout},
     submit_once::{use_submit_once, SubmitOnce},
 };
 
 /// The cart and the checkout form. Without wasm the form posts to `/checkout` (and the
-/// server redirects to the order); once hydrated, [`use_submit_once`] owns the submit.
+/// server redirects to the order); once hydrated, [`use_submit_once`] owns the submit and
+/// posts to `/api/checkout`. Both carry the cart's checkout key.
 #[component]
 pub fn CheckoutPage() -> impl IntoView {
     let checkout = Resource::new(|| (), |_| get_checkout());
@@ -45,10 +46,11 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         }
         .into_any();
     }
-    let body = order_request(&cart).to_string();
+    // The server builds the order from the cart it holds, under the cart's key: a page
+    // showing an older cart cannot order it (see `POST /api/checkout`).
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        submit.submit("/api/orders", body.clone());
+        submit.submit("/api/checkout", "{}".to_owned());
     };
     view! {
         <div class="panel">

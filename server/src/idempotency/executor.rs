@@ -81,6 +81,11 @@ pub struct RequestKey {
 }
 
 impl RequestKey {
+    /// The key and the faults, for an operation whose body the server builds itself.
+    pub fn into_parts(self) -> (IdempotencyKey, FaultRequest) {
+        (self.key, self.faults)
+    }
+
     pub fn for_body(
         self,
         scope: &str,

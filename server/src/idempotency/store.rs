@@ -12,7 +12,7 @@ use std::time::Duration;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
-use super::{executor::IdempotentRequest, response::StoredResponse};
+use super::{executor::IdempotentRequest, key::IdempotencyKey, response::StoredResponse};
 
 /// What the table says about a key that someone already holds.
 pub enum Existing {
@@ -123,6 +123,40 @@ pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, 
             _ => Existing::Reclaimable,
         },
     )
+}
+
+/// What a key holds, whatever request it was for.
+pub enum Held {
+    Completed(StoredResponse),
+    /// Its request is running (the lease is valid).
+    Running,
+    /// Unknown, purged, failed or abandoned: nothing to answer with.
+    Open,
+}
+
+/// For a caller that names a key without its request (the cart's checkout): its stored
+/// answer, if it has one.
+pub async fn held(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<Held, sqlx::Error> {
+    let row: Option<KeyRow> = sqlx::query_as(
+        "SELECT fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
+                response_status, response_headers, response_body
+           FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    )
+    .bind(scope)
+    .bind(key.as_str())
+    .fetch_optional(db)
+    .await?;
+    Ok(match row {
+        Some(row) => match (row.state.as_str(), row.response_status, row.response_body) {
+            ("completed", Some(status), Some(body)) => {
+                let headers = row.response_headers.unwrap_or_default();
+                Held::Completed(StoredResponse::from_parts(status, &headers, body))
+            }
+            ("processing", _, _) if row.lease_valid => Held::Running,
+            _ => Held::Open,
+        },
+        None => Held::Open,
+    })
 }
 
 /// Stores the outcome, fenced on our lease: `false` means another request took the key

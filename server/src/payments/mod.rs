@@ -29,12 +29,11 @@ use axum::{
     Json, Router,
 };
 use serde::Deserialize;
-use std::time::Duration;
-
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use crate::{
+    config::Config,
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
@@ -42,6 +41,7 @@ use crate::{
     startup::AppState,
 };
 use provider::ProviderClient;
+use settle::SettleRules;
 use store::{AttemptKey, PaymentView};
 
 pub fn router() -> Router<AppState> {
@@ -88,6 +88,7 @@ fn pay_operation(order_id: Uuid) -> String {
 async fn pay(
     State(idem): State<Idempotency>,
     State(provider): State<ProviderClient>,
+    State(config): State<Config>,
     shopper: ExistingShopper,
     Path(id): Path<String>,
     key: RequestKey,
@@ -100,9 +101,12 @@ async fn pay(
         scope: request.scope.clone(),
         key: request.key.to_string(),
     };
-    let lease = idem.lease;
+    let rules = SettleRules {
+        lease: idem.lease,
+        grace: config.payment_settle_grace,
+    };
     Ok(idempotency::execute(&idem, request, move |db| {
-        charge_order(db, provider, lease, shopper.id, order_id, attempt, card)
+        charge_order(db, provider, rules, shopper.id, order_id, attempt, card)
     })
     .await)
 }
@@ -111,7 +115,7 @@ async fn pay(
 async fn charge_order(
     db: PgPool,
     provider: ProviderClient,
-    lease: Duration,
+    rules: SettleRules,
     shopper_id: String,
     order_id: Uuid,
     attempt: AttemptKey,
@@ -120,20 +124,26 @@ async fn charge_order(
     let payment = match store::begin_attempt(&db, &shopper_id, order_id, &attempt).await {
         // Another intent's attempt is pending: settle it if it was abandoned, then try again.
         Err(ApiError::PaymentInProgress) => {
-            settle::abandoned_attempt(&db, &provider, order_id, lease).await?;
+            settle::abandoned_attempt(&db, &provider, order_id, rules).await?;
             store::begin_attempt(&db, &shopper_id, order_id, &attempt).await?
         }
         found => found?,
     };
-    if payment.status != "pending" {
+    let stamp = || async { Ok(store::stamp_charge_call(&db, payment.id).await?) };
+    let charged = match payment.status.as_str() {
+        // Every call first stamps the attempt, on a pending one only (see `settle`).
+        "pending" => provider.charge(&payment, &card, stamp).await,
+        _ => Ok(None),
+    };
+    let charge = match charged {
+        Ok(Some(charge)) => charge,
         // Settled since our last try (a callback, or another intent asking the provider):
-        // answer from what it is, and never charge it again.
-        let mut tx = db.begin().await?;
-        let reply = reply_for(&mut tx, payment.id).await?;
-        return Ok((tx, reply));
-    }
-    let charge = match provider.charge(&payment, &card).await {
-        Ok(charge) => charge,
+        // answer from what it is now, and never charge it again.
+        Ok(None) => {
+            let mut tx = db.begin().await?;
+            let reply = reply_for(&mut tx, payment.id).await?;
+            return Ok((tx, reply));
+        }
         // Refused by the provider itself: nothing was charged, so the attempt ends here
         // instead of blocking the order's next payment as a pending attempt.
         Err(refusal) if !refusal.is_transient() => {

@@ -13,7 +13,6 @@ use crate::error::ApiError;
 const ATTEMPTS: u32 = 4;
 const BASE_DELAY_MS: f64 = 200.0;
 const MAX_DELAY_MS: f64 = 3_000.0;
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Clone)]
 pub struct ProviderClient {
@@ -54,9 +53,9 @@ enum Failure {
 }
 
 impl ProviderClient {
-    pub fn new(base_url: &str) -> Self {
+    pub fn new(base_url: &str, timeout: Duration) -> Self {
         let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
+            .timeout(timeout)
             .build()
             .expect("HTTP client");
         Self {
@@ -85,15 +84,30 @@ impl ProviderClient {
             .map_err(unavailable)
     }
 
-    /// Charges the attempt, retrying transient failures with exponential backoff and full jitter.
-    pub async fn charge(&self, attempt: &Attempt, card: &CardNumber) -> Result<Charge, ApiError> {
+    /// Charges the attempt, retrying transient failures with exponential backoff and full
+    /// jitter. `may_call` runs before every call and may stop it: it stamps the attempt, so
+    /// that nobody closes it as never charged while a call is under way (see `settle`).
+    /// `Ok(None)`: the attempt was closed meanwhile, and was not charged by us.
+    pub async fn charge<F, Fut>(
+        &self,
+        attempt: &Attempt,
+        card: &CardNumber,
+        mut may_call: F,
+    ) -> Result<Option<Charge>, ApiError>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<bool, ApiError>>,
+    {
         let mut last = String::new();
         for try_no in 0..ATTEMPTS {
             if try_no > 0 {
                 tokio::time::sleep(full_jitter(try_no)).await;
             }
+            if !may_call().await? {
+                return Ok(None);
+            }
             match self.try_charge(attempt, card).await {
-                Ok(charge) => return Ok(charge),
+                Ok(charge) => return Ok(Some(charge)),
                 Err(Failure::Rejected(why)) => {
                     // A 4xx: the provider charged nothing, and would refuse a retry alike.
                     tracing::error!(payment = %attempt.id, %why, "the provider rejected our charge request");

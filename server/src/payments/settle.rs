@@ -1,13 +1,20 @@
 //! Settling an attempt whose outcome is unknown, when another intent finds it blocking the
 //! order (`payments_one_pending_per_order`): a shopper whose first "Pay" ended in a 503
-//! must be able to pay with another card without waiting for the first key to come back.
+//! must be able to pay with another card once the first is known not to have charged.
 //!
-//! Under a lock on the blocking attempt: if the request that owns it may still be running,
-//! the answer stays 409. Otherwise the provider is asked what it charged for the attempt
-//! (never guessed): a success is applied (the order is paid, or the money is `refund_due`),
-//! a decline or no charge at all closes the attempt as failed, and "processing" keeps it
-//! pending. The owner's own retry reads its attempt `FOR SHARE` before charging, so it
-//! waits for this answer and never charges an attempt closed here.
+//! Seeing no charge at the provider is proof only if no call to charge the attempt can
+//! still be under way. So an attempt is closed only when
+//! * the request that owns it is not running (its key is not leased, nor was lately), and
+//! * no charge call for it started within the grace period (`charge_requested_at`;
+//!   the configuration keeps the grace at least twice the provider call's timeout), and
+//! * the provider reports no charge, or only declines, for it (never guessed).
+//!
+//! The close is one conditional UPDATE that re-checks "pending and quiet" on the row's
+//! latest version, and every charge call first stamps `charge_requested_at` on a pending
+//! attempt (`store::stamp_charge_call`): whichever comes second sees the first, so an
+//! attempt is never both closed and charged. A success the provider reports is applied
+//! like a callback (the order is paid, or the money is `refund_due`); "processing" keeps
+//! the attempt pending. No lock is held while the provider is asked.
 
 use std::time::Duration;
 
@@ -20,35 +27,43 @@ use crate::error::ApiError;
 /// The failure code of an attempt closed because the provider never charged it.
 pub const NOT_CHARGED: &str = "not_charged";
 
+/// The timings that decide whether a blocking attempt may be settled.
+#[derive(Clone, Copy, Debug)]
+pub struct SettleRules {
+    pub lease: Duration,
+    pub grace: Duration,
+}
+
 /// Settles the order's abandoned pending attempt, if it can be; `PaymentInProgress` while
-/// it cannot (its request may be running, or the provider is still processing it).
+/// it cannot (its request may be running, a charge call may be under way, or the provider
+/// is still processing it).
 pub async fn abandoned_attempt(
     db: &PgPool,
     provider: &ProviderClient,
     order_id: Uuid,
-    lease: Duration,
+    rules: SettleRules,
 ) -> Result<(), ApiError> {
-    let mut tx = db.begin().await?;
-    let Some((payment_id, running)) = store::lock_pending_attempt(&mut tx, order_id, lease).await?
-    else {
+    let Some(blocker) = store::blocker(db, order_id, rules.lease, rules.grace).await? else {
         return Ok(()); // settled meanwhile
     };
-    if running {
+    if blocker.running || !blocker.quiet {
         return Err(ApiError::PaymentInProgress);
     }
-    let charges = provider.charges_for(payment_id).await?;
+    let charges = provider.charges_for(blocker.id).await?;
+    let mut tx = db.begin().await?;
     if let Some(charge) = charges.iter().find(|c| c.status == "succeeded") {
-        apply::charge_succeeded(&mut tx, payment_id, &charge.facts()).await?;
+        apply::charge_succeeded(&mut tx, blocker.id, &charge.facts()).await?;
     } else if charges.iter().any(|c| c.status != "failed") {
         return Err(ApiError::PaymentInProgress);
     } else {
-        let declined = charges.last();
-        let code = declined
+        let code = charges
+            .last()
             .and_then(|c| c.failure_code.as_deref())
             .unwrap_or(NOT_CHARGED);
-        let charge_id = declined.map(|c| c.id.as_str());
-        tracing::info!(payment = %payment_id, code, "closed an abandoned payment attempt");
-        apply::charge_failed(&mut tx, payment_id, charge_id, code).await?;
+        if !store::close_never_charged(&mut tx, blocker.id, rules.grace, code).await? {
+            return Err(ApiError::PaymentInProgress);
+        }
+        tracing::info!(payment = %blocker.id, code, "closed an abandoned payment attempt");
     }
     tx.commit().await?;
     Ok(())

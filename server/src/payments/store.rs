@@ -1,5 +1,7 @@
 //! The SQL of payment attempts.
 
+use std::time::Duration;
+
 use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
@@ -61,11 +63,9 @@ pub async fn begin_attempt(
     .on_constraint("payments_one_pending_per_order", || {
         ApiError::PaymentInProgress
     })?;
-    // FOR SHARE: if another intent is settling this attempt right now, wait for its answer
-    // rather than charge an attempt that is being closed.
     let found: Option<Attempt> = sqlx::query_as(
         "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
-          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3 FOR SHARE",
+          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",
     )
     .bind(&attempt.scope)
     .bind(&attempt.key)
@@ -98,26 +98,71 @@ async fn why_not_payable(
     })
 }
 
-/// The order's pending attempt, locked, with whether the request that owns it may still be
-/// running (its key leased, or its lease over for less than one more lease: a stalled
-/// holder may wake up and call the provider).
-pub async fn lock_pending_attempt(
-    tx: &mut PgConnection,
+/// An order's pending attempt, as another intent sees it when it blocks the order.
+#[derive(Debug, sqlx::FromRow)]
+pub struct Blocker {
+    pub id: Uuid,
+    /// Its request may still be running: the key is leased, or its lease ended less than
+    /// one more lease ago (a stalled holder may wake up and call the provider).
+    pub running: bool,
+    /// No call to charge it started within the grace period.
+    pub quiet: bool,
+}
+
+pub async fn blocker(
+    db: &PgPool,
     order_id: Uuid,
-    lease: std::time::Duration,
-) -> Result<Option<(Uuid, bool)>, sqlx::Error> {
+    lease: Duration,
+    grace: Duration,
+) -> Result<Option<Blocker>, sqlx::Error> {
     sqlx::query_as(
-        "SELECT p.id, EXISTS (
-                    SELECT 1 FROM idempotency_keys k
-                     WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
-                       AND k.state = 'processing'
-                       AND k.locked_until > now() - $2 * interval '1 millisecond') AS running
-           FROM payments p WHERE p.order_id = $1 AND p.status = 'pending' FOR UPDATE OF p",
+        "SELECT p.id,
+                EXISTS (SELECT 1 FROM idempotency_keys k
+                         WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
+                           AND k.state = 'processing'
+                           AND k.locked_until > now() - $2 * interval '1 millisecond') AS running,
+                coalesce(p.charge_requested_at, p.created_at) < now() - $3 * interval '1 millisecond' AS quiet
+           FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'",
     )
     .bind(order_id)
     .bind(lease.as_millis() as i64)
-    .fetch_optional(tx)
+    .bind(grace.as_millis() as i64)
+    .fetch_optional(db)
     .await
+}
+
+/// Stamps the start of a charge call, on a pending attempt only: `false` means the attempt
+/// was closed meanwhile, and must not be charged. Commits on its own, before the call.
+pub async fn stamp_charge_call(db: &PgPool, payment_id: Uuid) -> Result<bool, sqlx::Error> {
+    let stamped = sqlx::query(
+        "UPDATE payments SET charge_requested_at = now() WHERE id = $1 AND status = 'pending'",
+    )
+    .bind(payment_id)
+    .execute(db)
+    .await?;
+    Ok(stamped.rows_affected() == 1)
+}
+
+/// Closes a pending attempt the provider never charged, if it is still quiet: the
+/// condition is checked again on the row's latest version, so a charge call stamped in
+/// the meantime keeps it open. `false` when it was not closed.
+pub async fn close_never_charged(
+    tx: &mut PgConnection,
+    payment_id: Uuid,
+    grace: Duration,
+    code: &str,
+) -> Result<bool, sqlx::Error> {
+    let closed = sqlx::query(
+        "UPDATE payments SET status = 'failed', failure_code = $3, updated_at = now()
+          WHERE id = $1 AND status = 'pending'
+            AND coalesce(charge_requested_at, created_at) < now() - $2 * interval '1 millisecond'",
+    )
+    .bind(payment_id)
+    .bind(grace.as_millis() as i64)
+    .bind(code)
+    .execute(tx)
+    .await?;
+    Ok(closed.rows_affected() == 1)
 }
 
 pub async fn view(tx: &mut PgConnection, payment_id: Uuid) -> Result<PaymentView, sqlx::Error> {

@@ -79,7 +79,8 @@ async fn the_checkout_page_renders_the_cart_and_its_key() {
 async fn a_native_submit_creates_the_order_and_redirects_to_it() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
-    let response = submit_form(&app, &app.client, "form-1", None).await;
+    let key = page_key(&app, &app.client).await;
+    let response = submit_form(&app, &app.client, &key, None).await;
     let page = location(&response);
     assert!(page.starts_with("/orders/"), "{page}");
     assert_eq!(app.count("orders").await, 1);
@@ -97,7 +98,7 @@ async fn a_native_submit_creates_the_order_and_redirects_to_it() {
     );
 
     // The same submit again (a reload that re-posts): the same order.
-    let again = submit_form(&app, &app.client, "form-1", None).await;
+    let again = submit_form(&app, &app.client, &key, None).await;
     assert_eq!(location(&again), page);
     assert_eq!(app.count("orders").await, 1);
 }
@@ -106,9 +107,10 @@ async fn a_native_submit_creates_the_order_and_redirects_to_it() {
 async fn a_repeat_while_the_first_is_processing_waits_and_redirects_to_the_same_order() {
     let app = spawn_app_with_faults(|_| {}).await;
     add_mugs(&app, &app.client).await;
-    let first = spawn_form(&app, "form-2", Some("form"));
+    let key = page_key(&app, &app.client).await;
+    let first = spawn_form(&app, &key, Some("form"));
     app.wait_until_held("form", 1).await;
-    let second = spawn_form(&app, "form-2", None);
+    let second = spawn_form(&app, &key, None);
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     app.open_gate("form").await;
     let (first, second) = (first.await.unwrap(), second.await.unwrap());
@@ -129,7 +131,8 @@ async fn a_native_submit_with_an_empty_cart_goes_back_to_the_checkout() {
 async fn my_orders_lists_only_this_sessions_orders() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
-    let page = location(&submit_form(&app, &app.client, "form-4", None).await);
+    let key = page_key(&app, &app.client).await;
+    let page = location(&submit_form(&app, &app.client, &key, None).await);
     let html = app.get_text(&app.client, "/orders").await;
     assert!(html.contains(&page), "my order is linked");
 
@@ -284,4 +287,46 @@ async fn what_another_tab_added_meanwhile_stays_in_the_cart() {
         [("MUG-001".to_owned(), 1), ("TEE-002".to_owned(), 1)]
     );
     assert_ne!(page_key(&app, &app.client).await, key);
+}
+
+/// `POST /api/checkout` under `key`, as the hydrated checkout page sends it.
+async fn checkout_api(app: &TestApp, key: &str) -> reqwest::Response {
+    app.client
+        .post(app.url("/api/checkout"))
+        .header("idempotency-key", key)
+        .json(&serde_json::json!({}))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_page_showing_an_older_cart_cannot_order_it() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let tab_a = page_key(&app, &app.client).await;
+    // Tab B adds a tee: the cart is another intent now.
+    app.add_to_cart(&app.client, "TEE-002", 1).await;
+    let tab_b = page_key(&app, &app.client).await;
+
+    let stale = checkout_api(&app, &tab_a).await;
+    assert_problem(stale, 422, "cart-changed").await;
+    assert_eq!(app.count("orders").await, 0);
+    assert_eq!(app.count("idempotency_keys").await, 0, "nothing stored");
+
+    let placed = checkout_api(&app, &tab_b).await;
+    assert_eq!(placed.status(), 201);
+    let order: serde_json::Value = placed.json().await.unwrap();
+    assert_eq!(
+        order["items"].as_array().unwrap().len(),
+        2,
+        "the cart as the server holds it"
+    );
+    // Both tabs again, after the order: a replay and a refusal, never a second order.
+    let replay = checkout_api(&app, &tab_b).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    assert_problem(checkout_api(&app, &tab_a).await, 422, "cart-changed").await;
+    let form = submit_form(&app, &app.client, &tab_a, None).await;
+    assert!(location(&form).starts_with("/checkout?problem="));
+    assert_eq!(app.count("orders").await, 1);
 }

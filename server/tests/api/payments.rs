@@ -319,9 +319,19 @@ async fn a_charge_the_provider_refuses_ends_the_attempt_instead_of_blocking_the_
     assert_eq!(provider.charges().await, 0);
 }
 
+/// A shop that settles an abandoned attempt after a short grace (provider calls time out
+/// after 0.4 s, so a grace of 1 s is twice that and more).
+async fn spawn_with_short_grace() -> (TestApp, TestProvider) {
+    spawn_shop_and_provider_with(|c| {
+        c.provider_timeout = std::time::Duration::from_millis(400);
+        c.payment_settle_grace = std::time::Duration::from_millis(1000);
+    })
+    .await
+}
+
 #[tokio::test]
 async fn after_a_503_another_card_can_pay_once_the_provider_confirms_nothing_was_charged() {
-    let (app, provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_with_short_grace().await;
     let order_id = place_order(&app).await;
     // A second instance whose provider is unreachable: the first "Pay" ends in a 503.
     let cut_off = start(
@@ -343,7 +353,12 @@ async fn after_a_503_another_card_can_pay_once_the_provider_confirms_nothing_was
     assert_problem(first, 503, "service-unavailable").await;
     assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
 
-    // The shopper edits the card: a new intent. The old attempt is asked about, closed.
+    // The shopper edits the card at once: a call for the first may still be under way.
+    let too_soon = pay(&app, &order_id, "card-b", "5555555555554444", &[]).await;
+    assert_problem(too_soon, 409, "payment-in-progress").await;
+
+    // After the grace, the provider is asked, confirms no charge, and the attempt closes.
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
     let second = pay(&app, &order_id, "card-b", "5555555555554444", &[]).await;
     assert_eq!(second.status(), 201);
     assert_eq!(provider.charges().await, 1);
@@ -361,6 +376,59 @@ async fn after_a_503_another_card_can_pay_once_the_provider_confirms_nothing_was
     let late = pay(&app, &order_id, "card-a", CARD_OK, &[]).await;
     assert_problem(late, 422, "payment-closed").await;
     assert_eq!(provider.charges().await, 1);
+}
+
+#[tokio::test]
+async fn a_charge_the_provider_reports_for_an_abandoned_attempt_is_applied_not_repeated() {
+    let (app, provider) = spawn_with_short_grace().await;
+    let order_id = place_order(&app).await;
+    // Our attempt was charged, but its answer and its webhook were both lost.
+    let abandoned = pending_attempt(&app, &order_id).await;
+    provider.settings.set_webhook_url("http://127.0.0.1:9/lost");
+    provider.charge(&abandoned, CARD_OK, 3600).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1200)).await;
+
+    let again = pay(&app, &order_id, "another-card", "5555555555554444", &[]).await;
+    assert_problem(again, 422, "order-not-payable").await;
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+    assert_eq!(provider.charges().await, 1, "asked, never charged again");
+}
+
+#[tokio::test]
+async fn a_lock_wait_past_its_bound_is_a_503_not_a_500() {
+    let (app, _provider) = spawn_shop_and_provider_with(|c| {
+        c.db_limits.lock_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let order_id = place_order(&app).await;
+    let paying = spawn_pay(
+        &app,
+        &order_id,
+        "locked-1",
+        CARD_OK,
+        &[("once-test-hold", "lock")],
+    );
+    app.wait_until_held("lock", 1).await;
+    let payment_id: String = sqlx::query_scalar("SELECT id::text FROM payments")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    // The held payment holds its rows' locks; a callback for it waits past the bound.
+    let waiting = callback(
+        "charge.succeeded",
+        "txn_locked",
+        "ch_locked",
+        3600,
+        &payment_id,
+    );
+    let response = app
+        .send_callback(&waiting, chrono::Utc::now().timestamp())
+        .await;
+    let problem = assert_problem(response, 503, "service-unavailable").await;
+    assert_eq!(problem["retryable"], true);
+    app.open_gate("lock").await;
+    assert_eq!(paying.await.unwrap().status(), 201);
 }
 
 #[tokio::test]

@@ -87,6 +87,7 @@ async fn paying_and_the_checkout_form_require_a_session_too() {
         1,
         "only the order's own key"
     );
+    assert_eq!(stored_sessions(&app).await, sessions, "no session opened");
 }
 
 #[tokio::test]

@@ -18,6 +18,13 @@ pub struct TestProvider {
 
 /// A shop (with fault injection) and a provider wired to each other.
 pub async fn spawn_shop_and_provider() -> (TestApp, TestProvider) {
+    spawn_shop_and_provider_with(|_| {}).await
+}
+
+/// Like [`spawn_shop_and_provider`], with a chance to adjust the shop's configuration.
+pub async fn spawn_shop_and_provider_with(
+    customize: impl FnOnce(&mut server::config::Config) + Send + 'static,
+) -> (TestApp, TestProvider) {
     let config = provider::config::Config {
         database_url: format!(
             "{}/once_provider_test_{}",
@@ -39,7 +46,11 @@ pub async fn spawn_shop_and_provider() -> (TestApp, TestProvider) {
     };
     tokio::spawn(provider_app.run_until_stopped(std::future::pending()));
     let provider_url = provider.address.clone();
-    let app = spawn_app_with_faults(move |c| c.provider_url = provider_url).await;
+    let app = spawn_app_with_faults(move |c| {
+        c.provider_url = provider_url;
+        customize(c);
+    })
+    .await;
     provider
         .settings
         .set_webhook_url(app.url("/webhooks/provider"));
