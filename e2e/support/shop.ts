@@ -36,8 +36,8 @@ export async function orders(page: Page, base = ''): Promise<any[]> {
   return response.json();
 }
 
-/** URL paths of the shop's writes, for {@link recordPosts}. */
-export const PLACE_ORDER_PATH = /^\/api\/orders$/;
+/** URL paths of the shop's writes (the checkout page posts to `/api/checkout`), for {@link recordPosts}. */
+export const PLACE_ORDER_PATH = /^\/api\/checkout$/;
 export const PAY_PATH = /^\/api\/orders\/[^/]+\/payments$/;
 export const CHECKOUT_FORM_PATH = /^\/checkout$/;
 
