@@ -8,6 +8,7 @@ pub mod backend;
 mod components;
 pub mod dto;
 mod pages;
+pub mod query;
 pub mod submit_once;
 
 use leptos::prelude::*;

@@ -26,13 +26,11 @@ pub struct SubmitOnce {
     pub message: RwSignal<Option<String>>,
     slot: StoredValue<String>,
     on_success: StoredValue<Box<dyn Fn(serde_json::Value) + Send + Sync>>,
-    next_key: StoredValue<Option<KeySource>>,
+    on_refused: StoredValue<Option<RefusalHandler>>,
 }
 
-/// Where the key of the next intent comes from when the server owns it (the checkout: the
-/// cart's key), instead of a key the browser makes up.
-pub type KeySource = Box<dyn Fn() -> KeyFuture + Send + Sync>;
-pub type KeyFuture = std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>>>>;
+/// What a page does with a definitive refusal instead of starting a new intent itself.
+type RefusalHandler = Box<dyn Fn(String) + Send + Sync>;
 
 /// What is kept in `sessionStorage` under the slot's name. `url` and `body` are set while
 /// a submit is in flight, so that a reload can resume it.
@@ -67,7 +65,7 @@ pub fn use_submit_once(
         message: RwSignal::new(None),
         slot: StoredValue::new(slot.into()),
         on_success: StoredValue::new(Box::new(on_success)),
-        next_key: StoredValue::new(None),
+        on_refused: StoredValue::new(None),
     };
     // Runs in the browser only, once hydrated: adopt an unfinished intent, or remember ours.
     Effect::new(move |_| hook.adopt_stored_intent());
@@ -75,14 +73,12 @@ pub fn use_submit_once(
 }
 
 impl SubmitOnce {
-    /// Takes the key of each next intent from the server (`source`) rather than making one:
-    /// where the server keeps the intent's key (the cart's checkout key), a key made up here
-    /// would let two tabs of one cart submit under two keys.
-    pub fn with_next_key_from(
-        self,
-        source: impl Fn() -> KeyFuture + Send + Sync + 'static,
-    ) -> Self {
-        self.next_key.set_value(Some(Box::new(source)));
+    /// Hands a definitive refusal to the page instead of starting a new intent here: where
+    /// the server owns the intent's key (the checkout: the cart's key), the page must show
+    /// the server's state again — the cart as it is now, with its new key — rather than go
+    /// on under a key made up in this tab.
+    pub fn with_on_refused(self, on_refused: impl Fn(String) + Send + Sync + 'static) -> Self {
+        self.on_refused.set_value(Some(Box::new(on_refused)));
         self
     }
 
@@ -134,7 +130,12 @@ impl SubmitOnce {
                 self.on_success.with_value(|f| f(body));
             }
             Outcome::Refused(detail) => {
-                self.start_new_intent();
+                if self.on_refused.with_value(Option::is_some) {
+                    self.on_refused
+                        .with_value(|f| f.as_ref().map(|f| f(detail.clone())));
+                } else {
+                    self.start_new_intent();
+                }
                 self.message.set(Some(detail));
             }
             Outcome::GaveUp(detail) => {
@@ -149,32 +150,7 @@ impl SubmitOnce {
     }
 
     fn start_new_intent(self) {
-        let source = self
-            .next_key
-            .with_value(|source| source.as_ref().map(|next| next()));
-        let Some(next) = source else {
-            return self.use_key(browser::new_key());
-        };
-        // Until the server's key arrives, the form cannot be submitted under the old one;
-        // if it does not come in time, a key made here unlocks the form (the server refuses
-        // a key that is not its cart's with `cart-changed`, so that cannot order twice).
-        self.busy.set(true);
-        let waiting = StoredValue::new(true);
-        let settle = move |key: String| {
-            if waiting.get_value() {
-                waiting.set_value(false);
-                self.use_key(key);
-                self.busy.set(false);
-            }
-        };
-        leptos::task::spawn_local(async move {
-            let key = next.await.unwrap_or_else(browser::new_key);
-            settle(key);
-        });
-        leptos::task::spawn_local(async move {
-            pause(NEXT_KEY_TIMEOUT_MS).await;
-            settle(browser::new_key());
-        });
+        self.use_key(browser::new_key());
     }
 
     fn use_key(self, key: String) {
@@ -183,8 +159,11 @@ impl SubmitOnce {
     }
 }
 
-/// How long to wait for the server's next key before making one.
-const NEXT_KEY_TIMEOUT_MS: u32 = 5_000;
+/// Loads `url` afresh in the browser (a full page load, so the server renders its current
+/// state); does nothing on the server.
+pub fn reload_to(url: &str) {
+    browser::reload_to(url)
+}
 
 /// Waits `ms` milliseconds in the browser (for polling); returns at once on the server.
 pub async fn pause(ms: u32) {
@@ -218,6 +197,12 @@ mod browser {
 
     pub async fn pause(ms: u32) {
         TimeoutFuture::new(ms).await
+    }
+
+    pub fn reload_to(url: &str) {
+        if let Some(window) = web_sys::window() {
+            let _ = window.location().set_href(url);
+        }
     }
 
     pub fn new_key() -> String {
@@ -336,6 +321,7 @@ mod browser {
     pub fn new_key() -> String {
         String::new()
     }
+    pub fn reload_to(_: &str) {}
     pub async fn pause(_: u32) {}
     pub fn load(_: &str) -> Option<Intent> {
         None

@@ -61,6 +61,18 @@ pub async fn current_key(db: &PgPool, session_id: &str) -> Result<Option<String>
         .await
 }
 
+/// The cart's checkout key, with the cart row locked until the caller's transaction ends:
+/// no change to the cart (which would change the key) can slip in meanwhile.
+pub async fn lock_key(
+    tx: &mut PgConnection,
+    session_id: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT checkout_key FROM carts WHERE session_id = $1 FOR UPDATE")
+        .bind(session_id)
+        .fetch_optional(tx)
+        .await
+}
+
 /// The key of the cart's checkout intent; a throwaway key when there is no cart.
 pub async fn checkout_key(db: &PgPool, session_id: &str) -> Result<String, CartError> {
     Ok(current_key(db, session_id).await?.unwrap_or_else(fresh_key))

@@ -81,7 +81,7 @@ pub async fn checkout_cart(
     let new_order = NewOrder::parse(&body)?;
     let request =
         IdempotentRequest::new(session_id, key, orders::CREATE_ORDER, &body).with_faults(faults);
-    Ok(orders::create_order(idem, request, new_order).await)
+    Ok(orders::create_order(idem, request, new_order, orders::store::Door::Checkout).await)
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
@@ -90,11 +90,14 @@ async fn answer_for(
     session_id: &str,
     key: &IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    Ok(match store::held(db, session_id, key).await? {
-        Held::Completed(stored) => stored.into_response(true),
-        Held::Running => ApiError::RequestInProgress.into_response(),
-        Held::Open => ApiError::CartChanged.into_response(),
-    })
+    Ok(
+        match store::held(db, session_id, key, orders::CREATE_ORDER).await? {
+            Held::Completed(stored) => stored.into_response(true),
+            Held::Running => ApiError::RequestInProgress.into_response(),
+            Held::OtherOperation => ApiError::IdempotencyKeyReused.into_response(),
+            Held::Open => ApiError::CartChanged.into_response(),
+        },
+    )
 }
 
 async fn place_order_api(
@@ -183,17 +186,9 @@ fn redirect_to_order(api_location: &str) -> Response {
 }
 
 fn back_to_checkout(problem: &str) -> Response {
-    let query: String = url_encode(problem);
-    Redirect::to(&format!("/checkout?problem={query}")).into_response()
-}
-
-fn url_encode(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+    Redirect::to(&format!(
+        "/checkout?problem={}",
+        app::query::encode(problem)
+    ))
+    .into_response()
 }

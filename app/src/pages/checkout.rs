@@ -4,7 +4,8 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 use crate::{
     api::get_checkout,
     dto::{format_money, Cart, Checkout},
-    submit_once::{use_submit_once, SubmitOnce},
+    query,
+    submit_once::{reload_to, use_submit_once, SubmitOnce},
 };
 
 /// The cart and the checkout form. Without wasm the form posts to `/checkout` (and the
@@ -33,8 +34,12 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         // The order's own transaction emptied the cart on the server.
         navigate(&format!("/orders/{id}"), Default::default());
     })
-    // After a refusal the server gives the cart a new key; every tab must use that one.
-    .with_next_key_from(|| Box::pin(async { get_checkout().await.ok().map(|c| c.key) }));
+    // A refusal (out of stock, or the cart changed in another tab) ended the intent on the
+    // server, which gave the cart a new key: load the page afresh, so the cart, its key and
+    // the reason are shown together, exactly as after the no-wasm form.
+    .with_on_refused(|reason| {
+        reload_to(&format!("/checkout?problem={}", query::encode(&reason)));
+    });
     let Checkout { cart, key } = checkout;
     if cart.lines.is_empty() {
         return view! {

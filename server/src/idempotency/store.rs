@@ -125,27 +125,38 @@ pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, 
     )
 }
 
-/// What a key holds, whatever request it was for.
+/// What a key holds for an operation, whatever body its request had.
 pub enum Held {
     Completed(StoredResponse),
+    /// The key was used for another operation.
+    OtherOperation,
     /// Its request is running (the lease is valid).
     Running,
     /// Unknown, purged, failed or abandoned: nothing to answer with.
     Open,
 }
 
-/// For a caller that names a key without its request (the cart's checkout): its stored
-/// answer, if it has one.
-pub async fn held(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<Held, sqlx::Error> {
+/// For a caller that names a key without its request body (the cart's checkout): the
+/// stored answer of `operation` under that key, if it has one.
+pub async fn held(
+    db: &PgPool,
+    scope: &str,
+    key: &IdempotencyKey,
+    operation: &str,
+) -> Result<Held, sqlx::Error> {
     let row: Option<KeyRow> = sqlx::query_as(
         "SELECT fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
                 response_status, response_headers, response_body
-           FROM idempotency_keys WHERE scope = $1 AND key = $2",
+           FROM idempotency_keys WHERE scope = $1 AND key = $2 AND route = $3",
     )
     .bind(scope)
     .bind(key.as_str())
+    .bind(operation)
     .fetch_optional(db)
     .await?;
+    if row.is_none() && key_exists(db, scope, key).await? {
+        return Ok(Held::OtherOperation);
+    }
     Ok(match row {
         Some(row) => match (row.state.as_str(), row.response_status, row.response_body) {
             ("completed", Some(status), Some(body)) => {
@@ -157,6 +168,16 @@ pub async fn held(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<Held
         },
         None => Held::Open,
     })
+}
+
+async fn key_exists(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2)",
+    )
+    .bind(scope)
+    .bind(key.as_str())
+    .fetch_one(db)
+    .await
 }
 
 /// Stores the outcome, fenced on our lease: `false` means another request took the key

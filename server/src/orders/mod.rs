@@ -42,7 +42,7 @@ async fn create(
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, CREATE_ORDER, &body);
-    Ok(create_order(&idem, request, new_order).await)
+    Ok(create_order(&idem, request, new_order, store::Door::Api).await)
 }
 
 /// Creates the order under the idempotency protocol; both doors end here.
@@ -50,11 +50,12 @@ pub async fn create_order(
     idem: &Idempotency,
     request: idempotency::IdempotentRequest,
     new_order: NewOrder,
+    door: store::Door,
 ) -> Response {
     let session_id = request.scope.clone();
     let key = request.key.to_string();
     idempotency::execute(idem, request, move |db| {
-        store::create_in_new_tx(db, session_id, key, new_order)
+        store::create_in_new_tx(db, session_id, key, new_order, door)
     })
     .await
 }

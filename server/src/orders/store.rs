@@ -24,18 +24,37 @@ struct PricedProduct {
     stock: i32,
 }
 
+/// The door an order comes through.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Door {
+    /// `POST /api/orders`: the client names the lines.
+    Api,
+    /// The checkout (`/api/checkout`, the form): the cart is ordered, and only while its
+    /// checkout key is still the request's key.
+    Checkout,
+}
+
 /// Opens the business transaction and creates the order in it, for the idempotency
-/// executor to complete and commit. The same transaction empties the session's cart. A
-/// definitive refusal (unknown product, out of stock) is returned with a transaction too,
-/// one that ends the cart's checkout intent, so the refusal and the end of the intent
-/// are stored together.
+/// executor to complete and commit. The same transaction takes the ordered lines out of
+/// the session's cart. A definitive refusal (unknown product, out of stock) is returned
+/// with a transaction too, one that ends the cart's checkout intent, so the refusal and
+/// the end of the intent are stored together.
 pub async fn create_in_new_tx(
     db: PgPool,
     session_id: String,
     key: String,
     new: NewOrder,
+    door: Door,
 ) -> Result<(PgTx, Reply), ApiError> {
     let mut tx = db.begin().await?;
+    // The checkout checked the key before it read the cart; checked again here, under the
+    // cart's lock and in the order's transaction, a cart changed in between (another tab)
+    // cannot be ordered under its old key. The refusal is stored with the key.
+    if door == Door::Checkout
+        && cart::lock_key(&mut tx, &session_id).await?.as_deref() != Some(key.as_str())
+    {
+        return Ok((tx, Reply::refusal(&ApiError::CartChanged)));
+    }
     match create(&mut tx, &session_id, &new).await {
         Ok(reply) => {
             let quantities: Vec<i32> = new.lines.iter().map(|l| l.quantity).collect();

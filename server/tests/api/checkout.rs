@@ -1,6 +1,8 @@
 //! The checkout form without wasm: a native POST, the key in a hidden field, the same
 //! executor as the API, and always a redirect.
 
+use sqlx::Connection;
+
 use crate::helpers::*;
 
 async fn add_mugs(app: &TestApp, client: &reqwest::Client) {
@@ -145,7 +147,11 @@ async fn my_orders_lists_only_this_sessions_orders() {
 
 /// The key the checkout page's form carries.
 async fn page_key(app: &TestApp, client: &reqwest::Client) -> String {
-    let html = app.get_text(client, "/checkout").await;
+    key_in(&app.get_text(client, "/checkout").await)
+}
+
+/// The key in a checkout page's HTML.
+fn key_in(html: &str) -> String {
     let field = html
         .find(r#"name="idempotency_key""#)
         .expect("the form's key field");
@@ -328,5 +334,100 @@ async fn a_page_showing_an_older_cart_cannot_order_it() {
     assert_problem(checkout_api(&app, &tab_a).await, 422, "cart-changed").await;
     let form = submit_form(&app, &app.client, &tab_a, None).await;
     assert!(location(&form).starts_with("/checkout?problem="));
+    assert_eq!(app.count("orders").await, 1);
+}
+
+#[tokio::test]
+async fn a_cart_changed_while_its_checkout_runs_is_not_ordered_twice() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let tab_a = page_key(&app, &app.client).await;
+    // Orders stall (a slow insert): tab A's checkout is inside its transaction.
+    let mut stall = sqlx::PgConnection::connect(&app.config.database_url)
+        .await
+        .unwrap();
+    sqlx::query("BEGIN").execute(&mut stall).await.unwrap();
+    sqlx::query("LOCK TABLE orders IN EXCLUSIVE MODE")
+        .execute(&mut stall)
+        .await
+        .unwrap();
+    let first = {
+        let request = app
+            .client
+            .post(app.url("/api/checkout"))
+            .header("idempotency-key", tab_a.as_str())
+            .json(&serde_json::json!({}));
+        tokio::spawn(async move { request.send().await.unwrap() })
+    };
+    eventually("tab A waits on the stalled insert", || async {
+        app.count_where(
+            "pg_stat_activity",
+            "datname = current_database() AND wait_event_type = 'Lock'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    // Tab B adds a mug and checks out the cart it is shown, under the key it is shown,
+    // while tab A's order is still being written.
+    let tab_b = {
+        let (base, client) = (app.address.clone(), app.client.clone());
+        tokio::spawn(async move {
+            let added = client
+                .post(format!("{base}/_fn/add_to_cart"))
+                .form(&[("sku", "MUG-001"), ("quantity", "1")])
+                .send()
+                .await
+                .unwrap();
+            assert!(added.status().is_success());
+            let page = client.get(format!("{base}/checkout")).send().await.unwrap();
+            let key = key_in(&page.text().await.unwrap());
+            client
+                .post(format!("{base}/api/checkout"))
+                .header("idempotency-key", key)
+                .json(&serde_json::json!({}))
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    sqlx::query("COMMIT").execute(&mut stall).await.unwrap();
+    assert_eq!(first.await.unwrap().status(), 201);
+    assert_eq!(
+        tab_b.await.unwrap(),
+        201,
+        "tab B orders what it added after A's order"
+    );
+
+    let mugs: i64 =
+        sqlx::query_scalar("SELECT sum(quantity)::bigint FROM order_items WHERE sku = 'MUG-001'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        mugs, 3,
+        "two mugs, then one more: never more than were put in the cart"
+    );
+}
+
+#[tokio::test]
+async fn a_key_used_for_another_operation_is_not_replayed_as_an_order() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    assert_eq!(
+        pay(&app, &order_id, "pay-key-1", "4242424242424242", &[])
+            .await
+            .status(),
+        201
+    );
+    add_mugs(&app, &app.client).await;
+    assert_problem(
+        checkout_api(&app, "pay-key-1").await,
+        422,
+        "idempotency-key-reused",
+    )
+    .await;
     assert_eq!(app.count("orders").await, 1);
 }
