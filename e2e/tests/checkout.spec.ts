@@ -136,3 +136,26 @@ test('6. offline during submit, then online: one order', async ({ page, context 
   await expect(page).toHaveURL(ORDER_URL, { timeout: 30_000 });
   expect(await orders(page)).toHaveLength(1);
 });
+
+test('7. a tab showing an older cart cannot order it: it shows the cart as it is now', async ({ page, context }) => {
+  await addToCart(page, 'NOTE-003', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  // Another tab of the same shopper changes the cart.
+  const other = await context.newPage();
+  await addToCart(other, 'LAMP-008', 1);
+  await other.close();
+
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await expect(page.getByRole('alert')).toContainText('your cart changed');
+  await expect(page.locator('table.lines')).toContainText('Desk lamp');
+  expect(await orders(page)).toHaveLength(0);
+
+  // Now the page shows the cart as it is, under its current key: one order of both.
+  await hydrated(page);
+  await page.getByRole('button', { name: 'Place order' }).click();
+  await expect(page).toHaveURL(ORDER_URL);
+  const placed = await orders(page);
+  expect(placed).toHaveLength(1);
+  expect(placed[0].items).toHaveLength(2);
+});
