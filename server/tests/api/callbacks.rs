@@ -135,15 +135,8 @@ async fn a_charge_answer_racing_its_callback_is_applied_once() {
     );
     app.wait_until_held("race", 1).await;
     // The provider's webhook arrives meanwhile and waits for that lock.
-    eventually("the callback waits on the payment's lock", || async {
-        app.count_where(
-            "pg_stat_activity",
-            "datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .await
-            == 1
-    })
-    .await;
+    app.wait_for_lock_waiters(1, "the callback waits on the payment's lock")
+        .await;
     app.open_gate("race").await;
     let paid = paying.await.unwrap();
     assert_eq!(paid.status(), 201);

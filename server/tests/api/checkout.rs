@@ -359,15 +359,8 @@ async fn a_cart_changed_while_its_checkout_runs_is_not_ordered_twice() {
             .json(&serde_json::json!({}));
         tokio::spawn(async move { request.send().await.unwrap() })
     };
-    eventually("tab A waits on the stalled insert", || async {
-        app.count_where(
-            "pg_stat_activity",
-            "datname = current_database() AND wait_event_type = 'Lock'",
-        )
-        .await
-            == 1
-    })
-    .await;
+    app.wait_for_lock_waiters(1, "tab A waits on the stalled insert")
+        .await;
     // Tab B adds a mug and checks out the cart it is shown, under the key it is shown,
     // while tab A's order is still being written.
     let tab_b = {

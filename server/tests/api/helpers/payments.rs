@@ -201,6 +201,19 @@ impl TestApp {
             .unwrap()
     }
 
+    /// Waits until `n` statements of this test's database wait on a lock (`what` they are).
+    pub async fn wait_for_lock_waiters(&self, n: i64, what: &str) {
+        eventually(what, || async {
+            self.count_where(
+                "pg_stat_activity",
+                "datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .await
+                == n
+        })
+        .await;
+    }
+
     /// Runs `sql` with one text parameter `$1` against the shop database.
     pub async fn sql(&self, sql: &str, arg: &str) {
         sqlx::query(sql).bind(arg).execute(&self.db).await.unwrap();
