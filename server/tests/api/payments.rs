@@ -457,3 +457,35 @@ async fn a_success_the_order_can_no_longer_take_answers_refund_due_to_the_payer(
         1
     );
 }
+
+#[tokio::test]
+async fn an_attempt_stamped_by_a_charge_call_is_never_closed_as_never_charged() {
+    use server::payments::store;
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let payment_id: uuid::Uuid = pending_attempt(&app, &order_id).await.parse().unwrap();
+    let grace = std::time::Duration::from_millis(1000);
+    // Quiet for long: a settling intent decided, from what it saw, to close it…
+    app.sql(
+        "UPDATE payments SET created_at = now() - interval '1 hour' WHERE id = $1::uuid",
+        &payment_id.to_string(),
+    )
+    .await;
+    let seen = store::blocker(&app.db, order_id.parse().unwrap(), grace, grace)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(seen.quiet && !seen.running);
+    // …but the owner's retry stamped a charge call after that: the close must see it.
+    assert!(store::stamp_charge_call(&app.db, payment_id).await.unwrap());
+    let mut tx = app.db.begin().await.unwrap();
+    let closed = store::close_never_charged(&mut tx, payment_id, grace, "not_charged")
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
+    assert!(
+        !closed,
+        "a call may be under way: the attempt stays pending"
+    );
+    assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
+}
