@@ -2,11 +2,14 @@
 //! database per test.
 
 mod bad_input;
+mod callback_outcomes;
 mod callbacks;
+mod cart;
 mod checkout;
 mod foundation;
 mod helpers;
 mod idempotency;
 mod orders;
+mod payment_attempts;
 mod payments;
 mod sessions;

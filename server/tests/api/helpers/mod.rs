@@ -328,5 +328,7 @@ impl TestApp {
     }
 }
 
+mod checkout;
 mod payments;
+pub use checkout::*;
 pub use payments::*;

@@ -99,6 +99,34 @@ impl TestProvider {
     }
 }
 
+/// The sandbox provider's test cards (see `provider/src/charges.rs`).
+pub const CARD_OK: &str = "4242424242424242";
+pub const CARD_DECLINED: &str = "4000000000000002";
+pub const CARD_DROPS_RESPONSE: &str = "4000000000000259";
+pub const CARD_SLOW: &str = "4000000000000077";
+pub const CARD_PROCESSING: &str = "4000000000000127";
+
+/// An order paid through the API; returns (order id, payment id, charge id).
+pub async fn paid_order(app: &TestApp) -> (String, String, String) {
+    let order_id = place_order(app).await;
+    let payment: serde_json::Value = pay(app, &order_id, "paid", CARD_OK, &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let id = payment["id"].as_str().unwrap().to_owned();
+    (
+        order_id,
+        id,
+        payment["provider_charge_id"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// Now, in Unix seconds, as callbacks are timestamped.
+pub fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
 /// A payment attempt the charge call has not finished yet (as if its answer were still on
 /// the way); returns its id.
 pub async fn pending_attempt(app: &TestApp, order_id: &str) -> String {
