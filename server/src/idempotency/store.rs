@@ -88,6 +88,7 @@ pub async fn claim(
 
 #[derive(sqlx::FromRow)]
 struct KeyRow {
+    route: String,
     fingerprint: String,
     state: String,
     lease_valid: bool,
@@ -96,33 +97,53 @@ struct KeyRow {
     response_body: Option<Vec<u8>>,
 }
 
-/// What the table holds for `req`'s key, judged against `req`.
-pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
-    let row: Option<KeyRow> = sqlx::query_as(
-        "SELECT fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
+impl KeyRow {
+    /// What the row holds, whatever request it was for.
+    fn held(self) -> Held {
+        match (
+            self.state.as_str(),
+            self.response_status,
+            self.response_body,
+        ) {
+            ("completed", Some(status), Some(body)) => {
+                let headers = self.response_headers.unwrap_or_default();
+                Held::Completed(StoredResponse::from_parts(status, &headers, body))
+            }
+            ("processing", _, _) if self.lease_valid => Held::Running,
+            _ => Held::Open,
+        }
+    }
+}
+
+async fn key_row(
+    db: &PgPool,
+    scope: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<KeyRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT route, fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
                 response_status, response_headers, response_body
            FROM idempotency_keys WHERE scope = $1 AND key = $2",
     )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
+    .bind(scope)
+    .bind(key.as_str())
     .fetch_optional(db)
-    .await?;
-    let Some(row) = row else {
+    .await
+}
+
+/// What the table holds for `req`'s key, judged against `req`.
+pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
+    let Some(row) = key_row(db, &req.scope, &req.key).await? else {
         return Ok(Existing::Reclaimable); // purged in between
     };
     if row.fingerprint != req.fingerprint.as_str() {
         return Ok(Existing::DifferentRequest);
     }
-    Ok(
-        match (row.state.as_str(), row.response_status, row.response_body) {
-            ("completed", Some(status), Some(body)) => {
-                let headers = row.response_headers.unwrap_or_default();
-                Existing::Completed(StoredResponse::from_parts(status, &headers, body))
-            }
-            ("processing", _, _) if row.lease_valid => Existing::InProgress,
-            _ => Existing::Reclaimable,
-        },
-    )
+    Ok(match row.held() {
+        Held::Completed(stored) => Existing::Completed(stored),
+        Held::Running => Existing::InProgress,
+        Held::OtherOperation | Held::Open => Existing::Reclaimable,
+    })
 }
 
 /// What a key holds for an operation, whatever body its request had.
@@ -144,40 +165,11 @@ pub async fn held(
     key: &IdempotencyKey,
     operation: &str,
 ) -> Result<Held, sqlx::Error> {
-    let row: Option<KeyRow> = sqlx::query_as(
-        "SELECT fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
-                response_status, response_headers, response_body
-           FROM idempotency_keys WHERE scope = $1 AND key = $2 AND route = $3",
-    )
-    .bind(scope)
-    .bind(key.as_str())
-    .bind(operation)
-    .fetch_optional(db)
-    .await?;
-    if row.is_none() && key_exists(db, scope, key).await? {
-        return Ok(Held::OtherOperation);
-    }
-    Ok(match row {
-        Some(row) => match (row.state.as_str(), row.response_status, row.response_body) {
-            ("completed", Some(status), Some(body)) => {
-                let headers = row.response_headers.unwrap_or_default();
-                Held::Completed(StoredResponse::from_parts(status, &headers, body))
-            }
-            ("processing", _, _) if row.lease_valid => Held::Running,
-            _ => Held::Open,
-        },
+    Ok(match key_row(db, scope, key).await? {
+        Some(row) if row.route != operation => Held::OtherOperation,
+        Some(row) => row.held(),
         None => Held::Open,
     })
-}
-
-async fn key_exists(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM idempotency_keys WHERE scope = $1 AND key = $2)",
-    )
-    .bind(scope)
-    .bind(key.as_str())
-    .fetch_one(db)
-    .await
 }
 
 /// Stores the outcome, fenced on our lease: `false` means another request took the key
