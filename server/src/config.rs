@@ -31,7 +31,39 @@ pub struct Config {
     pub db_limits: DbLimits,
     /// Test-only fault injection (hold points, forced failures); off unless asked for.
     pub fault_injection: bool,
+    /// The outbox relay, the bus, the consumers and the mailer (see [`Events`]).
+    pub events: Events,
     pub leptos: LeptosOptions,
+}
+
+/// How events travel from the outbox to their consumers, and how emails leave.
+#[derive(Clone, Debug)]
+pub struct Events {
+    /// Run the relay, the fulfillment consumer and the mailer as tasks inside the server
+    /// (`RUN_WORKERS=all`, the default) or not at all (`none`: they run as `server worker …`).
+    pub run_workers: bool,
+    /// NATS JetStream carries events when set; otherwise the PostgreSQL bus does.
+    pub nats_url: Option<String>,
+    /// The JetStream stream, and the subject prefix its events are published under.
+    pub nats_stream: String,
+    pub nats_subject_prefix: String,
+    /// SMTP server the mailer delivers through; without it emails are kept in the database.
+    pub smtp_url: Option<String>,
+    pub mail_from: String,
+    /// How often the relay and the workers look for work when no notification woke them.
+    pub poll_every: Duration,
+    /// How long published events (and settled bus messages) are kept.
+    pub retention: Duration,
+    /// A handler's tries before its message becomes a dead letter.
+    pub max_attempts: u32,
+    /// Backoff between tries: `retry_base * 2^(try-1)`, capped, with full jitter.
+    pub retry_base: Duration,
+    pub retry_cap: Duration,
+    /// How long a delivered message may go unanswered before the bus delivers it again.
+    pub ack_wait: Duration,
+    /// Test-only (with fault injection on): how long the consumer waits between committing
+    /// its side effects and acknowledging the message, so a test can kill it in between.
+    pub pause_before_ack: Duration,
 }
 
 /// Every database wait is bounded, so a stuck statement, a lock held by a stalled request or
@@ -103,6 +135,21 @@ impl Config {
                 var_or("ONCE_FAULT_INJECTION", "off").as_str(),
                 "on" | "1" | "true"
             ),
+            events: Events {
+                run_workers: var_or("RUN_WORKERS", "all") != "none",
+                nats_url: var("NATS_URL").filter(|u| !u.is_empty()),
+                nats_stream: var_or("NATS_STREAM", "ONCE_EVENTS"),
+                nats_subject_prefix: var_or("NATS_SUBJECT_PREFIX", "once.events"),
+                smtp_url: var("SMTP_URL").filter(|u| !u.is_empty()),
+                mail_from: var_or("MAIL_FROM", "Once <orders@once.test>"),
+                poll_every: millis("EVENTS_POLL_MS", "1000")?,
+                retention: Duration::from_secs(var_or("EVENTS_RETENTION_SECS", "604800").parse()?),
+                max_attempts: var_or("CONSUMER_MAX_ATTEMPTS", "5").parse()?,
+                retry_base: millis("CONSUMER_RETRY_BASE_MS", "500")?,
+                retry_cap: millis("CONSUMER_RETRY_CAP_MS", "60000")?,
+                ack_wait: millis("BUS_ACK_WAIT_MS", "30000")?,
+                pause_before_ack: millis("ONCE_FAULT_PAUSE_BEFORE_ACK_MS", "0")?,
+            },
             leptos,
         };
         config.validate()?;
@@ -151,6 +198,16 @@ impl Config {
         anyhow::ensure!(
             limits.idle_in_transaction_timeout > limits.statement_timeout,
             "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS"
+        );
+        let events = &self.events;
+        anyhow::ensure!(
+            events.max_attempts >= 1 && !events.poll_every.is_zero(),
+            "CONSUMER_MAX_ATTEMPTS and EVENTS_POLL_MS must be positive"
+        );
+        anyhow::ensure!(
+            events.ack_wait > events.pause_before_ack && events.retry_base <= events.retry_cap,
+            "BUS_ACK_WAIT_MS must exceed the pause before an ack, and CONSUMER_RETRY_BASE_MS \
+             must not exceed CONSUMER_RETRY_CAP_MS"
         );
         Ok(())
     }

@@ -1,16 +1,22 @@
 //! The Once server: HTTP API, idempotency, orders, SSR hosting and workers.
 
+pub mod bus;
 pub mod callbacks;
 pub mod cart;
 pub mod catalog;
 pub mod checkout;
+pub mod cli;
 pub mod config;
+pub mod consumer;
 pub mod db;
+pub mod dead_letters;
 pub mod error;
 pub mod extract;
 pub mod faults;
+pub mod fulfillment;
 pub mod health;
 pub mod idempotency;
+pub mod mailer;
 pub mod metrics;
 pub mod orders;
 pub mod outbox;
@@ -19,3 +25,5 @@ pub mod session;
 pub mod ssr;
 pub mod startup;
 pub mod telemetry;
+pub mod wake;
+pub mod workers;

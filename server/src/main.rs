@@ -1,14 +1,26 @@
+//! `server`: the HTTP server, with the workers as tasks inside it (unless `RUN_WORKERS=none`).
+//! `server worker relay|fulfillment|mailer …`: those workers alone, for scaling them apart.
+//! `server dead-letters list|retry <id>|discard <id>`: operators' handling of dead letters.
+
 use server::{
     config::Config,
     startup::{shutdown_signal, Application},
-    telemetry,
+    telemetry, cli,
 };
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     telemetry::init();
     let config = Config::from_env()?;
-    let app = Application::build(config).await?;
-    app.run_until_stopped(shutdown_signal()).await?;
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        None => {
+            let app = Application::build(config).await?;
+            app.run_until_stopped(shutdown_signal()).await?;
+        }
+        Some("worker") => cli::run_workers(config, &args[1..], shutdown_signal()).await?,
+        Some("dead-letters") => cli::dead_letters(config, &args[1..]).await?,
+        Some(other) => anyhow::bail!("unknown command {other}: try `worker` or `dead-letters`"),
+    }
     Ok(())
 }

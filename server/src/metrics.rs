@@ -1,12 +1,21 @@
-//! Counters of the idempotency protocol, exposed on `/metrics` in Prometheus text format.
-//! They count this instance only; sum them across instances.
+//! Counters of the idempotency protocol and of the event chain (relay, consumers, mailer),
+//! exposed on `/metrics` in Prometheus text format. Counters count this process only; sum
+//! them across instances. The outbox lag and the dead letters are read from the database,
+//! so every instance reports the same, whole figure.
 
 use std::sync::{
     atomic::{AtomicU64, Ordering},
     Arc,
 };
 
-use axum::{extract::State, http::header, response::IntoResponse};
+use axum::{
+    extract::State,
+    http::header,
+    response::{IntoResponse, Response},
+};
+use sqlx::PgPool;
+
+use crate::error::ApiError;
 
 #[derive(Default)]
 pub struct Metrics {
@@ -17,6 +26,13 @@ pub struct Metrics {
     pub takeovers: AtomicU64,
     pub retries_after_failure: AtomicU64,
     pub fenced: AtomicU64,
+    pub events_published: AtomicU64,
+    pub events_republished: AtomicU64,
+    pub deliveries: AtomicU64,
+    pub duplicates_skipped: AtomicU64,
+    pub retries: AtomicU64,
+    pub dead_letters: AtomicU64,
+    pub emails_delivered: AtomicU64,
 }
 
 impl Metrics {
@@ -25,7 +41,7 @@ impl Metrics {
     }
 
     fn render(&self) -> String {
-        let rows: [(&str, &str, &AtomicU64); 7] = [
+        let rows: [(&str, &str, &AtomicU64); 14] = [
             (
                 "once_idempotency_executions_total",
                 "Requests that ran the business work.",
@@ -61,6 +77,41 @@ impl Metrics {
                 "Late commits refused because the lease was lost.",
                 &self.fenced,
             ),
+            (
+                "once_relay_published_total",
+                "Outbox events published to the bus.",
+                &self.events_published,
+            ),
+            (
+                "once_relay_republished_total",
+                "Publishes the bus recognised as repeats of a message it had.",
+                &self.events_republished,
+            ),
+            (
+                "once_consumer_deliveries_total",
+                "Messages delivered to a consumer (repeats included).",
+                &self.deliveries,
+            ),
+            (
+                "once_consumer_duplicates_skipped_total",
+                "Deliveries of events already consumed: nothing was done.",
+                &self.duplicates_skipped,
+            ),
+            (
+                "once_consumer_retries_total",
+                "Handler failures sent back to the bus for a later try.",
+                &self.retries,
+            ),
+            (
+                "once_consumer_dead_letters_total",
+                "Messages this process gave up on.",
+                &self.dead_letters,
+            ),
+            (
+                "once_mailer_delivered_total",
+                "Emails delivered (sent over SMTP or kept).",
+                &self.emails_delivered,
+            ),
         ];
         rows.iter()
             .map(|(name, help, value)| {
@@ -73,9 +124,41 @@ impl Metrics {
     }
 }
 
-pub async fn render(State(metrics): State<Arc<Metrics>>) -> impl IntoResponse {
+pub async fn render(State(metrics): State<Arc<Metrics>>, State(db): State<PgPool>) -> Response {
+    let backlog = match backlog(&db).await {
+        Ok(backlog) => backlog,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metrics.render(),
+        metrics.render() + &backlog,
     )
+        .into_response()
+}
+
+/// Gauges read from the database: outbox lag, queued emails, dead letters.
+async fn backlog(db: &PgPool) -> Result<String, sqlx::Error> {
+    let (unpublished, oldest_secs, queued_emails, dead): (i64, f64, i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
+                (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+                   FROM outbox_events WHERE published_at IS NULL),
+                (SELECT count(*) FROM emails WHERE status = 'queued'),
+                (SELECT count(*) FROM dead_letters WHERE status = 'dead')",
+    )
+    .fetch_one(db)
+    .await?;
+    let gauges: [(&str, &str, String); 4] = [
+        ("once_outbox_unpublished", "Outbox events not yet published.", unpublished.to_string()),
+        (
+            "once_outbox_oldest_unpublished_seconds",
+            "Age of the oldest unpublished outbox event (0 when none).",
+            format!("{oldest_secs:.3}"),
+        ),
+        ("once_emails_queued", "Emails waiting for the mailer.", queued_emails.to_string()),
+        ("once_dead_letters", "Dead letters waiting for an operator.", dead.to_string()),
+    ];
+    Ok(gauges
+        .iter()
+        .map(|(name, help, value)| format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"))
+        .collect())
 }

@@ -18,13 +18,25 @@ use tower_http::{
     trace::TraceLayer,
 };
 
+use tokio_util::sync::CancellationToken;
+
 use crate::{
-    callbacks, catalog, checkout, config::Config, db, error, faults::Faults, health, idempotency,
-    metrics, metrics::Metrics, orders, payments, payments::provider::ProviderClient, session, ssr,
+    bus::{self, Bus},
+    callbacks, catalog, checkout,
+    config::Config,
+    db, error,
+    faults::Faults,
+    health, idempotency, metrics,
+    metrics::Metrics,
+    orders, payments,
+    payments::provider::ProviderClient,
+    session, ssr, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
+/// How long a graceful stop waits for the workers to finish the message in hand.
+const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(15);
 
 /// Everything a handler may need, cloned cheaply per request.
 #[derive(Clone, FromRef)]
@@ -35,6 +47,7 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
     pub provider: ProviderClient,
+    pub bus: Arc<dyn Bus>,
 }
 
 pub struct Application {
@@ -51,7 +64,9 @@ impl Application {
         let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
+        let bus = bus::connect(&config.events, &db).await?;
         let state = AppState {
+            bus,
             db,
             leptos: config.leptos.clone(),
             metrics: Arc::default(),
@@ -78,6 +93,11 @@ impl Application {
         &self.state.db
     }
 
+    /// What the relay, the consumers and the mailer of this instance work with.
+    pub fn worker_context(&self) -> workers::Context {
+        self.state.worker_context()
+    }
+
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
     pub async fn run_until_stopped(
         self,
@@ -89,11 +109,32 @@ impl Application {
             self.state.config.idempotency_retention,
             PURGE_EVERY,
         ));
+        let stop = CancellationToken::new();
+        let workers = if self.state.config.events.run_workers {
+            workers::spawn(&self.state.worker_context(), &workers::ALL, &stop)
+                .await
+                .map_err(std::io::Error::other)?
+        } else {
+            Vec::new()
+        };
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown)
             .await;
         purge.abort();
+        stop.cancel();
+        let _ = tokio::time::timeout(WORKERS_STOP_WITHIN, futures::future::join_all(workers)).await;
         served
+    }
+}
+
+impl AppState {
+    pub fn worker_context(&self) -> workers::Context {
+        workers::Context {
+            db: self.db.clone(),
+            config: self.config.clone(),
+            bus: self.bus.clone(),
+            metrics: self.metrics.clone(),
+        }
     }
 }
 

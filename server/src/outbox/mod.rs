@@ -1,9 +1,15 @@
 //! The transactional outbox: an event is written in the same transaction as the change it
-//! announces, so it exists exactly when the change does. A relay publishes it later.
+//! announces, so it exists exactly when the change does. The [`relay`] publishes it to the
+//! bus afterwards, at least once. See docs/design.md, "Fulfillment".
+
+mod event;
+pub mod relay;
 
 use serde_json::Value;
 use sqlx::PgConnection;
 use uuid::Uuid;
+
+pub use event::Event;
 
 pub async fn record(
     tx: &mut PgConnection,

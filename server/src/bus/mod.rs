@@ -1,0 +1,81 @@
+//! The bus between the outbox relay and the consumers: one trait, two implementations.
+//! [`postgres`] needs nothing but the shop's database (the default); [`nats`] uses NATS
+//! JetStream when `NATS_URL` is set. Both deliver at least once: a consumer must ack each
+//! message, and an unacked one comes back after the ack wait. Consumers are written against
+//! the trait only, so moving between buses changes no consumer code.
+
+pub mod nats;
+pub mod postgres;
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+
+use crate::config::Events;
+
+/// A message: its id (the event id: both buses drop a second publish of the same id), its
+/// subject (the event type, e.g. `order.paid`) and its body (the event as JSON).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Message {
+    pub id: String,
+    pub subject: String,
+    pub body: Vec<u8>,
+}
+
+/// What publishing did: stored a new message, or recognised one already published.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Published {
+    New,
+    Duplicate,
+}
+
+/// A durable consumer: its name, the one subject it reads, how many deliveries the bus makes
+/// at most, and how long a delivery may stay unanswered before it is delivered again.
+#[derive(Clone, Debug)]
+pub struct ConsumerSpec {
+    pub name: &'static str,
+    pub subject: &'static str,
+    pub max_deliver: u32,
+    pub ack_wait: Duration,
+}
+
+#[async_trait]
+pub trait Bus: Send + Sync {
+    async fn publish(&self, message: &Message) -> anyhow::Result<Published>;
+    async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>>;
+}
+
+#[async_trait]
+pub trait Subscription: Send + Sync {
+    /// Up to `max` deliveries; waits at most `wait` for the first one.
+    async fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>>;
+}
+
+/// How a delivery is answered.
+#[async_trait]
+pub trait Acker: Send + Sync {
+    /// Done: never deliver it again.
+    async fn ack(&self) -> anyhow::Result<()>;
+    /// Not done: deliver it again after `delay`.
+    async fn nak(&self, delay: Duration) -> anyhow::Result<()>;
+    /// Given up (a dead letter now holds it): never deliver it again.
+    async fn term(&self) -> anyhow::Result<()>;
+}
+
+/// One delivery of a message; `delivered` counts deliveries of it to this consumer, from 1.
+pub struct Delivery {
+    pub message: Message,
+    pub delivered: u32,
+    pub acker: Box<dyn Acker>,
+}
+
+/// The bus the configuration asks for: JetStream when `NATS_URL` is set, else PostgreSQL.
+pub async fn connect(events: &Events, db: &PgPool) -> anyhow::Result<Arc<dyn Bus>> {
+    Ok(match &events.nats_url {
+        Some(url) => Arc::new(
+            nats::NatsBus::connect(url, &events.nats_stream, &events.nats_subject_prefix).await?,
+        ),
+        None => Arc::new(postgres::PgBus::new(db.clone(), events.poll_every)),
+    })
+}

@@ -1,0 +1,185 @@
+//! The PostgreSQL bus: `bus_messages` holds each message once (its id is the primary key),
+//! and `bus_deliveries` one row per message and durable consumer, with the number of
+//! deliveries so far and the time it may be delivered again. A fetch claims ready rows with
+//! `FOR UPDATE SKIP LOCKED` and pushes their visibility out by the ack wait, so a consumer
+//! that dies before it answers gets the message again later, as on JetStream.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{Acker, Bus, ConsumerSpec, Delivery, Message, Published, Subscription};
+use crate::wake::Wakeup;
+
+pub struct PgBus {
+    db: PgPool,
+    poll: Duration,
+}
+
+impl PgBus {
+    pub fn new(db: PgPool, poll: Duration) -> Self {
+        Self { db, poll }
+    }
+}
+
+#[async_trait]
+impl Bus for PgBus {
+    async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
+        let id = Uuid::parse_str(&message.id)?;
+        let mut tx = self.db.begin().await?;
+        let stored = sqlx::query(
+            "INSERT INTO bus_messages (id, subject, body) VALUES ($1, $2, $3)
+             ON CONFLICT ON CONSTRAINT bus_messages_pkey DO NOTHING",
+        )
+        .bind(id)
+        .bind(&message.subject)
+        .bind(&message.body)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if stored == 0 {
+            return Ok(Published::Duplicate);
+        }
+        sqlx::query(
+            "INSERT INTO bus_deliveries (consumer, message_id)
+             SELECT name, $1 FROM bus_consumers WHERE subject = $2",
+        )
+        .bind(id)
+        .bind(&message.subject)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Published::New)
+    }
+
+    async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
+        let declared: Option<String> =
+            sqlx::query_scalar("SELECT subject FROM bus_consumers WHERE name = $1")
+                .bind(consumer.name)
+                .fetch_optional(&self.db)
+                .await?;
+        anyhow::ensure!(
+            declared.as_deref() == Some(consumer.subject),
+            "consumer {} on {} is not declared in bus_consumers",
+            consumer.name,
+            consumer.subject
+        );
+        Ok(Box::new(PgSubscription {
+            db: self.db.clone(),
+            spec: consumer.clone(),
+            wakeup: Wakeup::new(self.db.clone(), "bus_deliveries", self.poll),
+        }))
+    }
+}
+
+struct PgSubscription {
+    db: PgPool,
+    spec: ConsumerSpec,
+    wakeup: Wakeup,
+}
+
+#[derive(sqlx::FromRow)]
+struct Claimed {
+    message_id: Uuid,
+    subject: String,
+    body: Vec<u8>,
+    deliveries: i32,
+}
+
+impl PgSubscription {
+    async fn claim(&self, max: usize) -> anyhow::Result<Vec<Delivery>> {
+        let rows: Vec<Claimed> = sqlx::query_as(
+            "UPDATE bus_deliveries d
+                SET deliveries = d.deliveries + 1, visible_at = now() + $3
+               FROM bus_messages m
+              WHERE m.id = d.message_id
+                AND (d.consumer, d.message_id) IN (
+                    SELECT consumer, message_id FROM bus_deliveries
+                     WHERE consumer = $1 AND settled_at IS NULL AND visible_at <= now()
+                       AND deliveries < $4
+                     ORDER BY visible_at
+                     LIMIT $2
+                       FOR UPDATE SKIP LOCKED)
+          RETURNING d.message_id, m.subject, m.body, d.deliveries",
+        )
+        .bind(self.spec.name)
+        .bind(max as i64)
+        .bind(self.spec.ack_wait)
+        .bind(self.spec.max_deliver as i32)
+        .fetch_all(&self.db)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|row| Delivery {
+                message: Message {
+                    id: row.message_id.to_string(),
+                    subject: row.subject,
+                    body: row.body,
+                },
+                delivered: row.deliveries as u32,
+                acker: Box::new(PgAcker {
+                    db: self.db.clone(),
+                    consumer: self.spec.name,
+                    message_id: row.message_id,
+                }),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Subscription for PgSubscription {
+    async fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>> {
+        let claimed = self.claim(max).await?;
+        if !claimed.is_empty() {
+            return Ok(claimed);
+        }
+        self.wakeup.wait(wait).await;
+        self.claim(max).await
+    }
+}
+
+struct PgAcker {
+    db: PgPool,
+    consumer: &'static str,
+    message_id: Uuid,
+}
+
+impl PgAcker {
+    async fn settle(&self) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE bus_deliveries SET settled_at = now() WHERE consumer = $1 AND message_id = $2",
+        )
+        .bind(self.consumer)
+        .bind(self.message_id)
+        .execute(&self.db)
+        .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Acker for PgAcker {
+    async fn ack(&self) -> anyhow::Result<()> {
+        self.settle().await
+    }
+
+    async fn nak(&self, delay: Duration) -> anyhow::Result<()> {
+        sqlx::query(
+            "UPDATE bus_deliveries SET visible_at = now() + $3
+              WHERE consumer = $1 AND message_id = $2 AND settled_at IS NULL",
+        )
+        .bind(self.consumer)
+        .bind(self.message_id)
+        .bind(delay)
+        .execute(&self.db)
+        .await?;
+        Ok(())
+    }
+
+    async fn term(&self) -> anyhow::Result<()> {
+        self.settle().await
+    }
+}

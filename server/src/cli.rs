@@ -1,0 +1,79 @@
+//! The commands besides serving: workers on their own, and dead-letter handling.
+
+use std::{future::Future, sync::Arc};
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::{
+    bus, config::Config, consumer::Handler, db, dead_letters, fulfillment::Fulfillment,
+    metrics::Metrics, workers,
+};
+
+async fn database(config: &Config) -> anyhow::Result<PgPool> {
+    db::ensure_database(&config.database_url).await?;
+    let db = db::connect(&config.database_url, &config.db_limits).await?;
+    db::migrate(&db).await?;
+    Ok(db)
+}
+
+/// `server worker relay fulfillment …`: runs the named workers until `shutdown`, then lets
+/// each finish the message in hand.
+pub async fn run_workers(
+    config: Config,
+    names: &[String],
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let chosen: Vec<workers::Worker> = names
+        .iter()
+        .map(|n| n.parse())
+        .collect::<anyhow::Result<_>>()?;
+    anyhow::ensure!(
+        !chosen.is_empty(),
+        "name the workers to run: relay, fulfillment, mailer"
+    );
+    let db = database(&config).await?;
+    let context = workers::Context {
+        bus: bus::connect(&config.events, &db).await?,
+        db,
+        config,
+        metrics: Arc::new(Metrics::default()),
+    };
+    let stop = CancellationToken::new();
+    let handles = workers::spawn(&context, &chosen, &stop).await?;
+    shutdown.await;
+    stop.cancel();
+    futures::future::join_all(handles).await;
+    Ok(())
+}
+
+/// `server dead-letters list`, `… retry <id>`, `… discard <id>`.
+pub async fn dead_letters(config: Config, args: &[String]) -> anyhow::Result<()> {
+    let db = database(&config).await?;
+    let id = || -> anyhow::Result<Uuid> {
+        let raw = args.get(1).ok_or_else(|| anyhow::anyhow!("give the dead letter's id"))?;
+        Ok(Uuid::parse_str(raw)?)
+    };
+    match args.first().map(String::as_str) {
+        Some("list") | None => {
+            for letter in dead_letters::list(&db).await? {
+                println!("{}", serde_json::to_string(&letter)?);
+            }
+        }
+        Some("retry") => {
+            let handler: Arc<dyn Handler> = Arc::new(Fulfillment { db: db.clone() });
+            let handled = dead_letters::retry(&db, &handler, id()?).await?;
+            println!("retried: {handled:?}");
+        }
+        Some("discard") => {
+            anyhow::ensure!(
+                dead_letters::discard(&db, id()?).await?,
+                "no such dead letter waiting"
+            );
+            println!("discarded");
+        }
+        Some(other) => anyhow::bail!("unknown dead-letters command {other}: list, retry, discard"),
+    }
+    Ok(())
+}

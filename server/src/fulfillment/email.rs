@@ -1,0 +1,108 @@
+//! The order confirmation email: rendered with askama (HTML and plain text) when the order
+//! ships, and queued in `emails` in the same transaction. `emails_one_per_order_and_kind`
+//! makes a second queueing impossible; the mailer delivers what is queued.
+
+use askama::Template;
+use sqlx::PgConnection;
+use uuid::Uuid;
+
+use app::dto::format_money;
+
+pub const ORDER_CONFIRMATION: &str = "order_confirmation";
+
+pub struct Line {
+    pub name: String,
+    pub quantity: i32,
+    pub amount: String,
+}
+
+#[derive(Template)]
+#[template(path = "emails/order_confirmation.html")]
+pub struct ConfirmationHtml<'a> {
+    pub subject: &'a str,
+    pub order_no: &'a str,
+    pub shipment_no: &'a str,
+    pub lines: &'a [Line],
+    pub total: &'a str,
+}
+
+#[derive(Template)]
+#[template(path = "emails/order_confirmation.txt")]
+pub struct ConfirmationText<'a> {
+    pub order_no: &'a str,
+    pub shipment_no: &'a str,
+    pub lines: &'a [Line],
+    pub total: &'a str,
+}
+
+#[derive(sqlx::FromRow)]
+struct OrderFacts {
+    order_no: String,
+    currency: String,
+    total_cents: i64,
+}
+
+/// Renders the confirmation for `order_id` and queues it (once: a second call does nothing).
+pub async fn queue_confirmation(
+    tx: &mut PgConnection,
+    order_id: Uuid,
+    shipment_no: &str,
+) -> Result<(), anyhow::Error> {
+    let order: OrderFacts =
+        sqlx::query_as("SELECT order_no, currency, total_cents FROM orders WHERE id = $1")
+            .bind(order_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    let lines: Vec<(String, i32, i64)> = sqlx::query_as(
+        "SELECT name, quantity, unit_price_cents FROM order_items WHERE order_id = $1 ORDER BY line_no",
+    )
+    .bind(order_id)
+    .fetch_all(&mut *tx)
+    .await?;
+    let lines: Vec<Line> = lines
+        .into_iter()
+        .map(|(name, quantity, unit)| Line {
+            name,
+            quantity,
+            amount: format_money(unit * i64::from(quantity), &order.currency),
+        })
+        .collect();
+    let total = format_money(order.total_cents, &order.currency);
+    let subject = format!("Your order {} has shipped", order.order_no);
+    let html = ConfirmationHtml {
+        subject: &subject,
+        order_no: &order.order_no,
+        shipment_no,
+        lines: &lines,
+        total: &total,
+    }
+    .render()?;
+    let text = ConfirmationText {
+        order_no: &order.order_no,
+        shipment_no,
+        lines: &lines,
+        total: &total,
+    }
+    .render()?;
+    sqlx::query(
+        "INSERT INTO emails (id, order_id, kind, recipient, subject, html_body, text_body)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT ON CONSTRAINT emails_one_per_order_and_kind DO NOTHING",
+    )
+    .bind(Uuid::new_v4())
+    .bind(order_id)
+    .bind(ORDER_CONFIRMATION)
+    .bind(recipient(&order.order_no))
+    .bind(&subject)
+    .bind(html)
+    .bind(text)
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Orders carry no email address yet, so confirmations go to a per-order address of the
+/// sandbox domain (`.test` never leaves the machine); a mail catcher shows them.
+fn recipient(order_no: &str) -> String {
+    format!("order-{}@shoppers.once.test", order_no.to_ascii_lowercase())
+}

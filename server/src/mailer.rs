@@ -1,0 +1,185 @@
+//! The mailer: delivers each queued email once. It claims a batch with `FOR UPDATE SKIP
+//! LOCKED` and pushes each email's next attempt out by a lease while it sends, so two mailers
+//! never send the same email at the same time. With `SMTP_URL` set it sends over SMTP
+//! (lettre) and marks the email `sent`; without it the email is `kept` in the database, where
+//! the shopper's order page shows it. A mailer killed between the SMTP send and the mark
+//! sends the email again after the lease: the Message-ID is derived from the email's id, so
+//! the resend is recognisable as the same message.
+
+use std::{sync::Arc, time::Duration};
+
+use lettre::{
+    message::{header::ContentType, Mailbox, MultiPart, SinglePart},
+    transport::smtp::authentication::Credentials,
+    AsyncSmtpTransport, AsyncTransport, Tokio1Executor,
+};
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::{metrics::Metrics, wake::Wakeup};
+
+const BATCH: i64 = 20;
+/// How long a claimed email is left to its mailer before another may send it.
+const LEASE: Duration = Duration::from_secs(60);
+/// Waits between failed sends: 10 s, 20 s, 40 s … up to an hour.
+const RETRY_BASE: Duration = Duration::from_secs(10);
+const RETRY_CAP: Duration = Duration::from_secs(3600);
+
+#[derive(Clone)]
+pub struct Mailer {
+    pub db: PgPool,
+    pub smtp: Option<AsyncSmtpTransport<Tokio1Executor>>,
+    pub from: Mailbox,
+    pub metrics: Arc<Metrics>,
+}
+
+#[derive(sqlx::FromRow)]
+struct Outgoing {
+    id: Uuid,
+    recipient: String,
+    subject: String,
+    html_body: String,
+    text_body: String,
+    attempts: i32,
+}
+
+impl Mailer {
+    pub fn new(
+        db: PgPool,
+        smtp_url: Option<&str>,
+        from: &str,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
+        let smtp = smtp_url.map(smtp_transport).transpose()?;
+        Ok(Self {
+            db,
+            smtp,
+            from: from.parse()?,
+            metrics,
+        })
+    }
+
+    /// Delivers one batch; returns how many emails it tried.
+    pub async fn try_execute_task(&self) -> anyhow::Result<usize> {
+        let batch: Vec<Outgoing> = sqlx::query_as(
+            "UPDATE emails SET attempts = attempts + 1, next_attempt_at = now() + $2
+              WHERE id IN (SELECT id FROM emails
+                            WHERE status = 'queued' AND next_attempt_at <= now()
+                            ORDER BY next_attempt_at LIMIT $1
+                              FOR UPDATE SKIP LOCKED)
+          RETURNING id, recipient, subject, html_body, text_body, attempts",
+        )
+        .bind(BATCH)
+        .bind(LEASE)
+        .fetch_all(&self.db)
+        .await?;
+        for email in &batch {
+            match self.deliver(email).await {
+                Ok(status) => self.mark_delivered(email.id, status).await?,
+                Err(e) => self.mark_failed(email, &format!("{e:#}")).await?,
+            }
+        }
+        Ok(batch.len())
+    }
+
+    async fn deliver(&self, email: &Outgoing) -> anyhow::Result<&'static str> {
+        let Some(smtp) = &self.smtp else {
+            return Ok("kept");
+        };
+        let message = lettre::Message::builder()
+            .message_id(Some(message_id(email.id)))
+            .from(self.from.clone())
+            .to(email.recipient.parse()?)
+            .subject(&email.subject)
+            .multipart(
+                MultiPart::alternative()
+                    .singlepart(
+                        SinglePart::builder()
+                            .header(ContentType::TEXT_PLAIN)
+                            .body(email.text_body.clone()),
+                    )
+                    .singlepart(
+                        SinglePart::builder()
+                            .header(ContentType::TEXT_HTML)
+                            .body(email.html_body.clone()),
+                    ),
+            )?;
+        smtp.send(message).await?;
+        Ok("sent")
+    }
+
+    async fn mark_delivered(&self, id: Uuid, status: &str) -> Result<(), sqlx::Error> {
+        sqlx::query(
+            "UPDATE emails SET status = $2, delivered_at = now(), last_error = NULL
+              WHERE id = $1 AND status = 'queued'",
+        )
+        .bind(id)
+        .bind(status)
+        .execute(&self.db)
+        .await?;
+        Metrics::inc(&self.metrics.emails_delivered);
+        Ok(())
+    }
+
+    async fn mark_failed(&self, email: &Outgoing, error: &str) -> Result<(), sqlx::Error> {
+        tracing::warn!(email = %email.id, error, "sending an email failed; trying again later");
+        let wait = RETRY_BASE
+            .saturating_mul(2u32.saturating_pow(email.attempts.max(1) as u32 - 1))
+            .min(RETRY_CAP);
+        sqlx::query(
+            "UPDATE emails SET last_error = $2, next_attempt_at = now() + $3
+              WHERE id = $1 AND status = 'queued'",
+        )
+        .bind(email.id)
+        .bind(error)
+        .bind(wait)
+        .execute(&self.db)
+        .await?;
+        Ok(())
+    }
+
+    /// Delivers until `stop`: woken by new emails, polling every `poll`.
+    pub async fn run(self, poll: Duration, stop: CancellationToken) {
+        let mut wakeup = Wakeup::new(self.db.clone(), "emails", poll);
+        while !stop.is_cancelled() {
+            match self.try_execute_task().await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %format!("{e:#}"), "mailer step failed; trying again"),
+            }
+            tokio::select! {
+                _ = wakeup.wait(poll) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+    }
+}
+
+/// An SMTP transport for `smtp://[user:password@]host[:port]`: plain SMTP, as a mail
+/// catcher or a relay on the same network speaks it.
+fn smtp_transport(url: &str) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executor>> {
+    let url = reqwest::Url::parse(url)?;
+    anyhow::ensure!(
+        url.scheme() == "smtp",
+        "SMTP_URL must be smtp://host:port (plain SMTP to a local relay or mail catcher)"
+    );
+    let host = url
+        .host_str()
+        .ok_or_else(|| anyhow::anyhow!("SMTP_URL has no host"))?;
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
+        .port(url.port().unwrap_or(25))
+        .timeout(Some(Duration::from_secs(10)));
+    if !url.username().is_empty() {
+        builder = builder.credentials(Credentials::new(
+            url.username().to_owned(),
+            url.password().unwrap_or_default().to_owned(),
+        ));
+    }
+    Ok(builder.build())
+}
+
+/// The Message-ID of an email: the same for every send of it.
+pub fn message_id(email_id: Uuid) -> String {
+    format!("<{email_id}@once.test>")
+}

@@ -1,0 +1,107 @@
+//! The relay: moves outbox events to the bus. Any number of relays may run: each claims a
+//! batch of unpublished rows with `FOR UPDATE SKIP LOCKED`, so two relays never hold the same
+//! row, publishes them, and marks them published in the same transaction. A relay that dies
+//! after publishing and before committing leaves the rows unpublished: they are published
+//! again, and the bus (message id = event id) and the consumers (`consumed_events`) absorb
+//! the repeat. Progress is the `published_at` column, never "the highest id seen": ids
+//! (and sequence values) commit out of order.
+
+use std::{sync::Arc, time::Duration};
+
+use sqlx::PgPool;
+use tokio_util::sync::CancellationToken;
+
+use super::Event;
+use crate::{
+    bus::{Bus, Published},
+    metrics::Metrics,
+    wake::Wakeup,
+};
+
+/// Events claimed per transaction.
+const BATCH: i64 = 100;
+/// How often published events older than the retention are deleted.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+#[derive(Clone)]
+pub struct Relay {
+    pub db: PgPool,
+    pub bus: Arc<dyn Bus>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Relay {
+    /// Publishes one batch; returns how many events it published (0: nothing to do).
+    pub async fn try_execute_task(&self) -> anyhow::Result<usize> {
+        let mut tx = self.db.begin().await?;
+        let events: Vec<Event> = sqlx::query_as(
+            "SELECT id, event_type, aggregate_type, aggregate_id, payload, created_at
+               FROM outbox_events
+              WHERE published_at IS NULL
+              ORDER BY created_at
+              LIMIT $1
+                FOR UPDATE SKIP LOCKED",
+        )
+        .bind(BATCH)
+        .fetch_all(&mut *tx)
+        .await?;
+        for event in &events {
+            match self.bus.publish(&event.to_message()).await? {
+                Published::New => Metrics::inc(&self.metrics.events_published),
+                Published::Duplicate => Metrics::inc(&self.metrics.events_republished),
+            }
+        }
+        let ids: Vec<_> = events.iter().map(|e| e.id).collect();
+        sqlx::query("UPDATE outbox_events SET published_at = now() WHERE id = ANY($1)")
+            .bind(&ids)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(events.len())
+    }
+
+    /// Publishes until `stop`: woken by `NOTIFY outbox_events`, polling every `poll`.
+    pub async fn run(self, poll: Duration, retention: Duration, stop: CancellationToken) {
+        let mut wakeup = Wakeup::new(self.db.clone(), "outbox_events", poll);
+        let mut last_prune = tokio::time::Instant::now();
+        while !stop.is_cancelled() {
+            match self.try_execute_task().await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "relay step failed; trying again"),
+            }
+            if last_prune.elapsed() >= PRUNE_EVERY {
+                last_prune = tokio::time::Instant::now();
+                if let Err(e) = prune(&self.db, retention).await {
+                    tracing::warn!(error = %e, "pruning published events failed");
+                }
+            }
+            tokio::select! {
+                _ = wakeup.wait(poll) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+    }
+}
+
+/// Deletes events published longer ago than `retention`, and bus messages every consumer
+/// has settled by then, so neither table grows forever. Returns the events deleted.
+pub async fn prune(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
+    let cutoff = chrono::Utc::now()
+        - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    let events = sqlx::query("DELETE FROM outbox_events WHERE published_at < $1")
+        .bind(cutoff)
+        .execute(db)
+        .await?
+        .rows_affected();
+    sqlx::query(
+        "DELETE FROM bus_messages m
+          WHERE m.published_at < $1
+            AND NOT EXISTS (SELECT 1 FROM bus_deliveries d
+                             WHERE d.message_id = m.id AND d.settled_at IS NULL)",
+    )
+    .bind(cutoff)
+    .execute(db)
+    .await?;
+    Ok(events)
+}

@@ -1,0 +1,132 @@
+//! The background workers: the outbox relay, the fulfillment consumer and the mailer. By
+//! default they run as tasks inside the server; `server worker <name>` runs one alone, for
+//! deployments that scale them apart. Any number of each may run: every one of them claims
+//! its work with `FOR UPDATE SKIP LOCKED` or a bus consumer, never from process memory.
+
+use std::{str::FromStr, sync::Arc};
+
+use sqlx::PgPool;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    bus::Bus,
+    config::Config,
+    consumer::{Consumer, Handler, RetryPolicy},
+    fulfillment::Fulfillment,
+    mailer::Mailer,
+    metrics::Metrics,
+    outbox::relay::Relay,
+};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Worker {
+    Relay,
+    Fulfillment,
+    Mailer,
+}
+
+pub const ALL: [Worker; 3] = [Worker::Relay, Worker::Fulfillment, Worker::Mailer];
+
+impl FromStr for Worker {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "relay" => Ok(Self::Relay),
+            "fulfillment" => Ok(Self::Fulfillment),
+            "mailer" => Ok(Self::Mailer),
+            other => anyhow::bail!("unknown worker {other}: relay, fulfillment or mailer"),
+        }
+    }
+}
+
+/// What every worker needs.
+#[derive(Clone)]
+pub struct Context {
+    pub db: PgPool,
+    pub config: Config,
+    pub bus: Arc<dyn Bus>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Context {
+    pub fn retry_policy(&self) -> RetryPolicy {
+        let events = &self.config.events;
+        RetryPolicy {
+            max_attempts: events.max_attempts,
+            base: events.retry_base,
+            cap: events.retry_cap,
+        }
+    }
+
+    pub fn relay(&self) -> Relay {
+        Relay {
+            db: self.db.clone(),
+            bus: self.bus.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// The fulfillment consumer, subscribed to the bus.
+    pub async fn fulfillment(&self) -> anyhow::Result<Consumer> {
+        let handler: Arc<dyn Handler> = Arc::new(Fulfillment {
+            db: self.db.clone(),
+        });
+        self.consumer(handler).await
+    }
+
+    pub async fn consumer(&self, handler: Arc<dyn Handler>) -> anyhow::Result<Consumer> {
+        let policy = self.retry_policy();
+        let spec = Consumer::spec(handler.as_ref(), &policy, self.config.events.ack_wait);
+        let pause_before_ack = if self.config.fault_injection {
+            self.config.events.pause_before_ack
+        } else {
+            std::time::Duration::ZERO
+        };
+        Ok(Consumer {
+            db: self.db.clone(),
+            subscription: self.bus.subscribe(&spec).await?,
+            handler,
+            policy,
+            metrics: self.metrics.clone(),
+            pause_before_ack,
+        })
+    }
+
+    pub fn mailer(&self) -> anyhow::Result<Mailer> {
+        let events = &self.config.events;
+        Mailer::new(
+            self.db.clone(),
+            events.smtp_url.as_deref(),
+            &events.mail_from,
+            self.metrics.clone(),
+        )
+    }
+}
+
+/// Starts `workers` as tasks that run until `stop`.
+pub async fn spawn(
+    context: &Context,
+    workers: &[Worker],
+    stop: &CancellationToken,
+) -> anyhow::Result<Vec<JoinHandle<()>>> {
+    let events = &context.config.events;
+    let mut handles = Vec::new();
+    for worker in workers {
+        let stop = stop.clone();
+        handles.push(match worker {
+            Worker::Relay => tokio::spawn(context.relay().run(
+                events.poll_every,
+                events.retention,
+                stop,
+            )),
+            Worker::Fulfillment => {
+                tokio::spawn(context.fulfillment().await?.run(events.poll_every, stop))
+            }
+            Worker::Mailer => tokio::spawn(context.mailer()?.run(events.poll_every, stop)),
+        });
+        tracing::info!(?worker, "worker started");
+    }
+    Ok(handles)
+}
