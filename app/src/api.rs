@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{Cart, Checkout, Order, OrderPage, OrderStatus, Product};
+use crate::dto::{Cart, Checkout, Order, OrderPage, Product};
 
 #[server(prefix = "/_fn", endpoint = "list_products")]
 pub async fn list_products() -> Result<Vec<Product>, ServerFnError> {
@@ -43,10 +43,11 @@ pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
     }))
 }
 
-/// Just the status, for the order page to poll while a payment settles.
-#[server(prefix = "/_fn", endpoint = "get_order_status")]
-pub async fn get_order_status(id: String) -> Result<Option<OrderStatus>, ServerFnError> {
-    Ok(find_order(&id).await?.map(|o| o.status))
+/// The order as it is now, for the order page to poll while its payment settles and its
+/// fulfillment runs.
+#[server(prefix = "/_fn", endpoint = "get_order_progress")]
+pub async fn get_order_progress(id: String) -> Result<Option<Order>, ServerFnError> {
+    find_order(&id).await
 }
 
 #[cfg(feature = "ssr")]

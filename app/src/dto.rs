@@ -128,6 +128,19 @@ pub struct Order {
     pub items: Vec<OrderItem>,
     /// RFC 3339.
     pub created_at: String,
+    /// Set once the order has been handled by fulfillment: shipped or backordered.
+    #[serde(default)]
+    pub fulfillment: Option<Fulfillment>,
+}
+
+/// How a paid order was fulfilled: `shipped` with a shipment number (and a confirmation
+/// email, once queued), or `backordered` when its stock ran out.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Fulfillment {
+    pub status: String,
+    pub shipment_no: Option<String>,
+    /// Where the shopper can read the confirmation email.
+    pub email_url: Option<String>,
 }
 
 /// Formats integer minor units for people: `1800, "EUR"` becomes `€18.00`.

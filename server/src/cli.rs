@@ -52,7 +52,9 @@ pub async fn run_workers(
 pub async fn dead_letters(config: Config, args: &[String]) -> anyhow::Result<()> {
     let db = database(&config).await?;
     let id = || -> anyhow::Result<Uuid> {
-        let raw = args.get(1).ok_or_else(|| anyhow::anyhow!("give the dead letter's id"))?;
+        let raw = args
+            .get(1)
+            .ok_or_else(|| anyhow::anyhow!("give the dead letter's id"))?;
         Ok(Uuid::parse_str(raw)?)
     };
     match args.first().map(String::as_str) {

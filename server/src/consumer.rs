@@ -70,7 +70,8 @@ impl RetryPolicy {
             .base
             .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)));
         let ceiling = exp.min(self.cap);
-        ceiling.mul_f64(rand::rng().random::<f64>())
+        let wait = ceiling.mul_f64(rand::rng().random::<f64>());
+        Duration::from_millis(wait.as_millis() as u64)
     }
 }
 

@@ -146,7 +146,9 @@ impl Mailer {
             match self.try_execute_task().await {
                 Ok(n) if n > 0 => continue,
                 Ok(_) => {}
-                Err(e) => tracing::warn!(error = %format!("{e:#}"), "mailer step failed; trying again"),
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "mailer step failed; trying again")
+                }
             }
             tokio::select! {
                 _ = wakeup.wait(poll) => {}

@@ -3,9 +3,10 @@
 //! `server dead-letters list|retry <id>|discard <id>`: operators' handling of dead letters.
 
 use server::{
+    cli,
     config::Config,
     startup::{shutdown_signal, Application},
-    telemetry, cli,
+    telemetry,
 };
 
 #[tokio::main]

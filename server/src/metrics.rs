@@ -148,17 +148,31 @@ async fn backlog(db: &PgPool) -> Result<String, sqlx::Error> {
     .fetch_one(db)
     .await?;
     let gauges: [(&str, &str, String); 4] = [
-        ("once_outbox_unpublished", "Outbox events not yet published.", unpublished.to_string()),
+        (
+            "once_outbox_unpublished",
+            "Outbox events not yet published.",
+            unpublished.to_string(),
+        ),
         (
             "once_outbox_oldest_unpublished_seconds",
             "Age of the oldest unpublished outbox event (0 when none).",
             format!("{oldest_secs:.3}"),
         ),
-        ("once_emails_queued", "Emails waiting for the mailer.", queued_emails.to_string()),
-        ("once_dead_letters", "Dead letters waiting for an operator.", dead.to_string()),
+        (
+            "once_emails_queued",
+            "Emails waiting for the mailer.",
+            queued_emails.to_string(),
+        ),
+        (
+            "once_dead_letters",
+            "Dead letters waiting for an operator.",
+            dead.to_string(),
+        ),
     ];
     Ok(gauges
         .iter()
-        .map(|(name, help, value)| format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"))
+        .map(|(name, help, value)| {
+            format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n")
+        })
         .collect())
 }

@@ -26,7 +26,7 @@ use crate::{
     config::Config,
     db, error,
     faults::Faults,
-    health, idempotency, metrics,
+    fulfillment, health, idempotency, metrics,
     metrics::Metrics,
     orders, payments,
     payments::provider::ProviderClient,
@@ -151,6 +151,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
     let shop = Router::new()
         .nest("/api", api)
         .merge(checkout::router())
+        .merge(fulfillment::email::router())
         .merge(ssr::router(&state))
         .layer(middleware::from_fn(session::open_session))
         .layer(sessions);

@@ -134,7 +134,10 @@ impl NatsSubscription {
             .map(|v| v.to_string())
             .unwrap_or_else(|| format!("stream-seq-{}", info.stream_sequence));
         let subject = message.subject.as_str();
-        let subject = subject.strip_prefix(&self.prefix).unwrap_or(subject).to_owned();
+        let subject = subject
+            .strip_prefix(&self.prefix)
+            .unwrap_or(subject)
+            .to_owned();
         Ok(Delivery {
             message: Message {
                 id,

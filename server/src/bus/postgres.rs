@@ -173,7 +173,8 @@ impl Acker for PgAcker {
         )
         .bind(self.consumer)
         .bind(self.message_id)
-        .bind(delay)
+        // PostgreSQL intervals stop at microseconds.
+        .bind(Duration::from_micros(delay.as_micros() as u64))
         .execute(&self.db)
         .await?;
         Ok(())

@@ -3,10 +3,43 @@
 //! makes a second queueing impossible; the mailer delivers what is queued.
 
 use askama::Template;
-use sqlx::PgConnection;
+use axum::{
+    extract::{Path, State},
+    http::header,
+    response::{IntoResponse, Response},
+    routing::get,
+    Router,
+};
+use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 use app::dto::format_money;
+
+use crate::{error::ApiError, session::Shopper, startup::AppState};
+
+/// `GET /orders/{id}/email`: the order's confirmation email as the shopper received it.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/orders/{id}/email", get(show))
+}
+
+async fn show(
+    State(db): State<PgPool>,
+    shopper: Shopper,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
+    let html: Option<String> = sqlx::query_scalar(
+        "SELECT e.html_body FROM emails e JOIN orders o ON o.id = e.order_id
+          WHERE o.id = $1 AND o.session_id = $2 AND e.kind = $3",
+    )
+    .bind(id)
+    .bind(&shopper.id)
+    .bind(ORDER_CONFIRMATION)
+    .fetch_optional(&db)
+    .await?;
+    let html = html.ok_or(ApiError::NotFound)?;
+    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response())
+}
 
 pub const ORDER_CONFIRMATION: &str = "order_confirmation";
 

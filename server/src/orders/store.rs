@@ -5,12 +5,13 @@ use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use app::dto::{Order, OrderItem, OrderStatus};
+use app::dto::{Fulfillment, Order, OrderItem, OrderStatus};
 
 use super::NewOrder;
 use crate::{
     cart,
     error::ApiError,
+    fulfillment::shipment_label,
     idempotency::{executor::PgTx, Reply},
     outbox,
 };
@@ -128,6 +129,7 @@ pub async fn create(
         total_cents: total,
         items,
         created_at: created_at.to_rfc3339(),
+        fulfillment: None,
     };
     outbox::record(tx, "order", id, "order.created", json!({ "order": &order })).await?;
     Reply::created(format!("/api/orders/{id}"), &order)
@@ -172,13 +174,16 @@ async fn insert_items(
     Ok(())
 }
 
-/// An order with its lines, in one query: the lines are aggregated as JSON.
+/// An order with its lines (aggregated as JSON) and its fulfillment, in one query.
 const SELECT_ORDERS: &str = "
     SELECT o.id, o.order_no, o.status, o.currency, o.total_cents, o.created_at,
            coalesce(json_agg(json_build_object('sku', i.sku, 'name', i.name, 'quantity', i.quantity,
                                                'unit_price_cents', i.unit_price_cents) ORDER BY i.line_no)
-                    FILTER (WHERE i.order_id IS NOT NULL), '[]') AS items
-      FROM orders o LEFT JOIN order_items i ON i.order_id = o.id";
+                    FILTER (WHERE i.order_id IS NOT NULL), '[]') AS items,
+           f.status AS fulfillment_status, f.shipment_no,
+           EXISTS (SELECT 1 FROM emails e WHERE e.order_id = o.id AND e.kind = 'order_confirmation') AS has_email
+      FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
+                    LEFT JOIN fulfillments f ON f.order_id = o.id";
 
 #[derive(sqlx::FromRow)]
 struct OrderRow {
@@ -189,6 +194,9 @@ struct OrderRow {
     total_cents: i64,
     created_at: chrono::DateTime<chrono::Utc>,
     items: sqlx::types::Json<Vec<OrderItem>>,
+    fulfillment_status: Option<String>,
+    shipment_no: Option<i64>,
+    has_email: bool,
 }
 
 impl From<OrderRow> for Order {
@@ -201,13 +209,18 @@ impl From<OrderRow> for Order {
             total_cents: row.total_cents,
             items: row.items.0,
             created_at: row.created_at.to_rfc3339(),
+            fulfillment: row.fulfillment_status.map(|status| Fulfillment {
+                status,
+                shipment_no: row.shipment_no.map(shipment_label),
+                email_url: row.has_email.then(|| format!("/orders/{}/email", row.id)),
+            }),
         }
     }
 }
 
 pub async fn find(db: &PgPool, session_id: &str, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
     let row: Option<OrderRow> = sqlx::query_as(&format!(
-        "{SELECT_ORDERS} WHERE o.id = $1 AND o.session_id = $2 GROUP BY o.id"
+        "{SELECT_ORDERS} WHERE o.id = $1 AND o.session_id = $2 GROUP BY o.id, f.id"
     ))
     .bind(id)
     .bind(session_id)
@@ -219,7 +232,7 @@ pub async fn find(db: &PgPool, session_id: &str, id: Uuid) -> Result<Option<Orde
 /// The session's orders, newest first (the latest 200).
 pub async fn for_session(db: &PgPool, session_id: &str) -> Result<Vec<Order>, sqlx::Error> {
     let rows: Vec<OrderRow> = sqlx::query_as(&format!(
-        "{SELECT_ORDERS} WHERE o.session_id = $1 GROUP BY o.id ORDER BY o.created_at DESC, o.order_no DESC LIMIT 200"
+        "{SELECT_ORDERS} WHERE o.session_id = $1 GROUP BY o.id, f.id ORDER BY o.created_at DESC, o.order_no DESC LIMIT 200"
     ))
     .bind(session_id)
     .fetch_all(db)

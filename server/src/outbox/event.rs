@@ -30,8 +30,8 @@ impl Event {
     /// Reads an event back from a message; a body that is not an event, or whose id or
     /// type disagree with the message's, is refused with the reason.
     pub fn from_message(message: &Message) -> Result<Self, String> {
-        let event: Event = serde_json::from_slice(&message.body)
-            .map_err(|e| format!("malformed event: {e}"))?;
+        let event: Event =
+            serde_json::from_slice(&message.body).map_err(|e| format!("malformed event: {e}"))?;
         if event.id.to_string() != message.id {
             return Err(format!(
                 "malformed event: message id {} carries event {}",

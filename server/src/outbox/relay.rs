@@ -87,8 +87,8 @@ impl Relay {
 /// Deletes events published longer ago than `retention`, and bus messages every consumer
 /// has settled by then, so neither table grows forever. Returns the events deleted.
 pub async fn prune(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
-    let cutoff = chrono::Utc::now()
-        - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+    let cutoff =
+        chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
     let events = sqlx::query("DELETE FROM outbox_events WHERE published_at < $1")
         .bind(cutoff)
         .execute(db)

@@ -7,6 +7,7 @@ mod callbacks;
 mod cart;
 mod checkout;
 mod foundation;
+mod fulfillment;
 mod helpers;
 mod idempotency;
 mod orders;

@@ -9,7 +9,7 @@ use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
 /// The PostgreSQL server tests create their databases on.
-pub(crate) fn admin_url() -> String {
+pub fn admin_url() -> String {
     std::env::var("TEST_DATABASE_ADMIN_URL")
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into())
 }
@@ -43,6 +43,8 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     .expect("configuration");
     config.database_url = format!("{}/{}", admin_url(), db_name);
     config.listen_addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    // Tests drive the relay, the consumers and the mailer themselves (see helpers/events.rs).
+    config.events.run_workers = false;
     customize(&mut config);
     start(config, db_name).await
 }
@@ -71,6 +73,8 @@ pub fn shopper() -> Client {
     Client::builder()
         .cookie_store(true)
         .redirect(Policy::none())
+        // A hung request fails its test instead of holding the whole run.
+        .timeout(std::time::Duration::from_secs(60))
         .build()
         .expect("client")
 }
@@ -329,6 +333,8 @@ impl TestApp {
 }
 
 mod checkout;
+mod events;
 mod payments;
 pub use checkout::*;
+pub use events::*;
 pub use payments::*;

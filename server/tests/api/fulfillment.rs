@@ -1,0 +1,325 @@
+//! The fulfillment chain: every paid order ships exactly once (stock taken once, one
+//! shipment, one email) while every message arrives two or three times, on both buses.
+
+use std::time::Duration;
+
+use server::{
+    bus::Message,
+    consumer::Handler,
+    dead_letters::{self, RetryError},
+    fulfillment::Fulfillment,
+};
+
+use crate::helpers::*;
+
+const N: usize = 12;
+const MUGS: i64 = 120;
+
+async fn every_paid_order_ships_once_under_redelivery(on: OnBus) {
+    let app = spawn_chain(on, |_| {}).await;
+    let orders = app.paid_orders(N).await;
+    let context = app.workers().await;
+    let mut consumer = redelivering_fulfillment(&context).await;
+    // The relay publishes everything, then (as if it died before marking its batch) again.
+    // Each order wrote order.created and order.paid.
+    assert_eq!(context.relay().try_execute_task().await.unwrap(), 2 * N);
+    sqlx::query("UPDATE outbox_events SET published_at = NULL")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    drain(&context, &mut consumer).await;
+
+    app.assert_each_order_shipped_once(&orders, MUGS).await;
+    let metrics = &context.metrics;
+    let load = |c: &std::sync::atomic::AtomicU64| c.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(
+        load(&metrics.events_republished),
+        2 * N as u64,
+        "the bus recognised every republish"
+    );
+    assert!(
+        load(&metrics.deliveries) >= 2 * N as u64,
+        "every message came at least twice"
+    );
+    assert_eq!(
+        load(&metrics.duplicates_skipped),
+        load(&metrics.deliveries) - N as u64,
+        "every delivery but the first of each event did nothing"
+    );
+    app.drop_stream().await;
+}
+
+#[tokio::test]
+async fn every_paid_order_ships_once_though_each_message_comes_two_or_three_times_on_postgres() {
+    every_paid_order_ships_once_under_redelivery(OnBus::Postgres).await;
+}
+
+#[tokio::test]
+async fn every_paid_order_ships_once_though_each_message_comes_two_or_three_times_on_nats() {
+    every_paid_order_ships_once_under_redelivery(OnBus::Nats).await;
+}
+
+async fn two_relays_and_two_consumers_at_once(on: OnBus) {
+    let app = spawn_chain(on, |_| {}).await;
+    let orders = app.paid_orders(N).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let mut contexts = Vec::new();
+    for _ in 0..2 {
+        let context = app.workers().await;
+        let poll = context.config.events.poll_every;
+        tokio::spawn(
+            context
+                .relay()
+                .run(poll, Duration::from_secs(3600), stop.clone()),
+        );
+        tokio::spawn(
+            redelivering_fulfillment(&context)
+                .await
+                .run(poll, stop.clone()),
+        );
+        contexts.push(context);
+    }
+    app.wait_for_count(
+        "SELECT count(*) FROM orders WHERE status = 'fulfilled'",
+        N as i64,
+        Duration::from_secs(30),
+    )
+    .await;
+    // Let the remaining redeliveries arrive and be skipped before counting.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    stop.cancel();
+    app.assert_each_order_shipped_once(&orders, MUGS).await;
+    let republished: u64 = contexts
+        .iter()
+        .map(|c| {
+            c.metrics
+                .events_republished
+                .load(std::sync::atomic::Ordering::Relaxed)
+        })
+        .sum();
+    assert_eq!(
+        republished, 0,
+        "SKIP LOCKED: no event was claimed by both relays"
+    );
+    app.drop_stream().await;
+}
+
+#[tokio::test]
+async fn two_relays_and_two_consumers_at_once_on_postgres() {
+    two_relays_and_two_consumers_at_once(OnBus::Postgres).await;
+}
+
+#[tokio::test]
+async fn two_relays_and_two_consumers_at_once_on_nats() {
+    two_relays_and_two_consumers_at_once(OnBus::Nats).await;
+}
+
+#[tokio::test]
+async fn an_order_without_stock_is_backordered_once_without_a_retry_storm() {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    app.admin_db("UPDATE products SET stock = 3 WHERE sku = 'MUG-001'")
+        .await;
+    app.paid_orders(2).await;
+    let context = app.workers().await;
+    let mut consumer = redelivering_fulfillment(&context).await;
+    drain(&context, &mut consumer).await;
+
+    assert_eq!(
+        app.stock_of("MUG-001").await,
+        1,
+        "two mugs taken once, never below zero"
+    );
+    // Whichever order came first shipped; the other waits for stock.
+    let statuses: Vec<(String, String)> = sqlx::query_as(
+        "SELECT o.status, f.status FROM orders o JOIN fulfillments f ON f.order_id = o.id ORDER BY f.status DESC",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        statuses,
+        [
+            ("fulfilled".into(), "shipped".into()),
+            ("paid".into(), "backordered".into())
+        ]
+    );
+    assert_eq!(
+        app.count("emails").await,
+        1,
+        "no confirmation for what did not ship"
+    );
+    let outcomes: Vec<String> =
+        sqlx::query_scalar("SELECT outcome FROM consumed_events ORDER BY outcome")
+            .fetch_all(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(outcomes, ["backordered", "shipped"]);
+    let deliveries: i64 = app.scalar("SELECT sum(deliveries)::bigint FROM bus_deliveries").await;
+    assert!(deliveries <= 2 * 3, "each message came its 2 or 3 times, no more: {deliveries}");
+    assert_eq!(
+        context
+            .metrics
+            .retries
+            .load(std::sync::atomic::Ordering::Relaxed),
+        0,
+        "no retries"
+    );
+    assert_eq!(app.count("dead_letters").await, 0);
+}
+
+#[tokio::test]
+async fn a_failing_handler_is_retried_then_dead_lettered_and_a_retry_after_the_fix_ships_it() {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    // A cause outside the message: fulfillments cannot be written (as a bad deploy would).
+    app.admin_db(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'warehouse offline'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON fulfillments FOR EACH ROW EXECUTE FUNCTION refuse();",
+    )
+    .await;
+    let orders = app.paid_orders(1).await;
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    context.relay().try_execute_task().await.unwrap();
+    for _ in 0..40 {
+        consumer
+            .try_execute_task(Duration::from_millis(100))
+            .await
+            .unwrap();
+        if app.count("dead_letters").await > 0 {
+            break;
+        }
+    }
+    let (error, deliveries): (String, i32) =
+        sqlx::query_as("SELECT error, deliveries FROM dead_letters")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(error.contains("warehouse offline"), "{error}");
+    assert_eq!(deliveries, 3, "dead after CONSUMER_MAX_ATTEMPTS tries");
+    assert_eq!(
+        context
+            .metrics
+            .retries
+            .load(std::sync::atomic::Ordering::Relaxed),
+        2
+    );
+    // The bus lets it go: no further deliveries.
+    assert_eq!(
+        consumer
+            .try_execute_task(Duration::from_millis(300))
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(app.count("fulfillments").await, 0);
+
+    app.admin_db("DROP TRIGGER refuse ON fulfillments").await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM dead_letters")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let handler: std::sync::Arc<dyn Handler> =
+        std::sync::Arc::new(Fulfillment { db: app.db.clone() });
+    dead_letters::retry(&app.db, &handler, id)
+        .await
+        .expect("the retry ships it");
+    app.assert_each_order_shipped_once(&orders, MUGS).await;
+    assert!(matches!(
+        dead_letters::retry(&app.db, &handler, id).await,
+        Err(RetryError::NotDead(_))
+    ));
+}
+
+async fn a_malformed_message_is_a_dead_letter_at_once(on: OnBus) {
+    let app = spawn_chain(on, |_| {}).await;
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    let id = uuid::Uuid::new_v4().to_string();
+    let junk = Message {
+        id: id.clone(),
+        subject: "order.paid".into(),
+        body: b"{not json".to_vec(),
+    };
+    context.bus.publish(&junk).await.unwrap();
+    assert_eq!(
+        consumer
+            .try_execute_task(Duration::from_secs(2))
+            .await
+            .unwrap(),
+        1
+    );
+
+    let (message_id, error, deliveries): (String, String, i32) =
+        sqlx::query_as("SELECT message_id, error, deliveries FROM dead_letters")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(message_id, id);
+    assert!(error.starts_with("malformed event"), "{error}");
+    assert_eq!(deliveries, 1, "poison is not retried");
+    assert_eq!(
+        consumer
+            .try_execute_task(Duration::from_millis(500))
+            .await
+            .unwrap(),
+        0,
+        "and not redelivered"
+    );
+    assert_eq!(app.count("consumed_events").await, 0);
+    app.drop_stream().await;
+}
+
+#[tokio::test]
+async fn a_malformed_message_is_a_dead_letter_at_once_on_postgres() {
+    a_malformed_message_is_a_dead_letter_at_once(OnBus::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_malformed_message_is_a_dead_letter_at_once_on_nats() {
+    a_malformed_message_is_a_dead_letter_at_once(OnBus::Nats).await;
+}
+
+#[tokio::test]
+async fn the_order_shows_its_shipment_and_its_confirmation_email_to_its_shopper_only() {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    let order_id = app.paid_orders(1).await[0];
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    drain(&context, &mut consumer).await;
+    assert_eq!(
+        context.mailer().unwrap().try_execute_task().await.unwrap(),
+        1
+    );
+
+    let order = app
+        .get_json(&app.client, &format!("/api/orders/{order_id}"))
+        .await;
+    assert_eq!(order["status"], "fulfilled");
+    let shipment = order["fulfillment"]["shipment_no"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(shipment.starts_with("S-"), "{shipment}");
+    let email_url = order["fulfillment"]["email_url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let email = app.get_text(&app.client, &email_url).await;
+    let order_no = order["order_no"].as_str().unwrap();
+    for shown in [order_no, shipment.as_str(), "Stoneware mug", "€36.00"] {
+        assert!(email.contains(shown), "the email shows {shown}");
+    }
+    let status: String = sqlx::query_scalar("SELECT status FROM emails")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        status, "kept",
+        "without SMTP_URL the email is kept in the database"
+    );
+
+    let stranger = shopper();
+    app.open_session(&stranger).await;
+    let response = stranger.get(app.url(&email_url)).send().await.unwrap();
+    assert_eq!(response.status(), 404, "another shopper cannot read it");
+}
