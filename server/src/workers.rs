@@ -76,6 +76,23 @@ impl Context {
         self.consumer(handler).await
     }
 
+    /// The fulfillment consumer once the bus takes its subscription: a bus (or database)
+    /// that is away at start delays the consumer, it does not stop it. `None` if stopped first.
+    async fn subscribed_fulfillment(&self, stop: &CancellationToken) -> Option<Consumer> {
+        loop {
+            match self.fulfillment().await {
+                Ok(consumer) => return Some(consumer),
+                Err(e) => {
+                    tracing::warn!(error = %format!("{e:#}"), "cannot subscribe yet; trying again")
+                }
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(self.config.events.poll_every) => {}
+                _ = stop.cancelled() => return None,
+            }
+        }
+    }
+
     pub async fn consumer(&self, handler: Arc<dyn Handler>) -> anyhow::Result<Consumer> {
         let policy = self.retry_policy();
         let spec = Consumer::spec(handler.as_ref(), &policy, self.config.events.ack_wait);
@@ -122,7 +139,12 @@ pub async fn spawn(
                 stop,
             )),
             Worker::Fulfillment => {
-                tokio::spawn(context.fulfillment().await?.run(events.poll_every, stop))
+                let context = context.clone();
+                tokio::spawn(async move {
+                    if let Some(consumer) = context.subscribed_fulfillment(&stop).await {
+                        consumer.run(context.config.events.poll_every, stop).await;
+                    }
+                })
             }
             Worker::Mailer => tokio::spawn(context.mailer()?.run(events.poll_every, stop)),
         });

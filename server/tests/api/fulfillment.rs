@@ -154,8 +154,13 @@ async fn an_order_without_stock_is_backordered_once_without_a_retry_storm() {
             .await
             .unwrap();
     assert_eq!(outcomes, ["backordered", "shipped"]);
-    let deliveries: i64 = app.scalar("SELECT sum(deliveries)::bigint FROM bus_deliveries").await;
-    assert!(deliveries <= 2 * 3, "each message came its 2 or 3 times, no more: {deliveries}");
+    let deliveries: i64 = app
+        .scalar("SELECT sum(deliveries)::bigint FROM bus_deliveries")
+        .await;
+    assert!(
+        deliveries <= 2 * 3,
+        "each message came its 2 or 3 times, no more: {deliveries}"
+    );
     assert_eq!(
         context
             .metrics

@@ -11,6 +11,8 @@ mod fulfillment;
 mod helpers;
 mod idempotency;
 mod orders;
+mod outbox;
 mod payment_attempts;
 mod payments;
 mod sessions;
+mod worker_faults;

@@ -335,6 +335,7 @@ impl TestApp {
 mod checkout;
 mod events;
 mod payments;
+pub mod proxy;
 pub use checkout::*;
 pub use events::*;
 pub use payments::*;
