@@ -10,6 +10,7 @@ mod foundation;
 mod fulfillment;
 mod helpers;
 mod idempotency;
+mod mailer;
 mod orders;
 mod outbox;
 mod payment_attempts;

@@ -336,6 +336,7 @@ mod checkout;
 mod events;
 mod payments;
 pub mod proxy;
+pub mod smtp;
 pub use checkout::*;
 pub use events::*;
 pub use payments::*;
