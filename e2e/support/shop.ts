@@ -36,6 +36,19 @@ export async function orders(page: Page, base = ''): Promise<any[]> {
   return response.json();
 }
 
+/** Places an order for a pen through the API with the page's session; returns its id. A
+ * write needs a session that exists already, so the session is opened first, as any API
+ * client does. */
+export async function placeOrder(page: Page, base = ''): Promise<string> {
+  expect((await page.request.get(`${base}/api/session`)).status()).toBe(200);
+  const response = await page.request.post(`${base}/api/orders`, {
+    headers: { 'idempotency-key': crypto.randomUUID() },
+    data: { items: [{ sku: 'PEN-005', quantity: 1 }] },
+  });
+  expect(response.status()).toBe(201);
+  return (await response.json()).id;
+}
+
 /** URL paths of the shop's writes (the checkout page posts to `/api/checkout`), for {@link recordPosts}. */
 export const PLACE_ORDER_PATH = /^\/api\/checkout$/;
 export const PAY_PATH = /^\/api\/orders\/[^/]+\/payments$/;
