@@ -44,6 +44,9 @@ CREATE TABLE bus_deliveries (
     CONSTRAINT bus_deliveries_message_fk FOREIGN KEY (message_id) REFERENCES bus_messages (id) ON DELETE CASCADE
 );
 CREATE INDEX bus_deliveries_ready_idx ON bus_deliveries (consumer, visible_at) WHERE settled_at IS NULL;
+-- Deleting a message cascades to its deliveries, and pruning asks for unsettled ones: both
+-- look deliveries up by message.
+CREATE INDEX bus_deliveries_message_idx ON bus_deliveries (message_id);
 CREATE FUNCTION bus_deliveries_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     PERFORM pg_notify('bus_deliveries', '');

@@ -91,12 +91,7 @@ async fn bench(bus: &str, nats: Option<String>, events: i64, orders: usize) -> a
     println!("{bus}: {orders} orders paid → fulfilled: p50 {p50:.1} ms, p99 {p99:.1} ms");
 
     if let Some(url) = &config.events.nats_url {
-        let nats = server::bus::nats::NatsBus::connect(
-            url,
-            &config.events.nats_stream,
-            &config.events.nats_subject_prefix,
-        )
-        .await?;
+        let nats = server::bus::nats::NatsBus::connect(url, &config.events).await?;
         nats.delete_stream().await?;
     }
     db.close().await;

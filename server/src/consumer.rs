@@ -3,7 +3,8 @@
 //! is in each handler's transaction (`consumed_events`), because the bus delivers at least
 //! once. What is here is what to do when a handler fails: retry with exponential backoff and
 //! full jitter, and after the last try, a dead letter with the last error (`dead_letters`).
-//! See docs/design.md, "Fulfillment".
+//! The bus does not give up on a message by itself (short of a far backstop): this code does,
+//! and only once the dead letter is written. See docs/design.md, "Fulfillment".
 
 use std::{sync::Arc, time::Duration};
 
@@ -15,12 +16,17 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     bus::{ConsumerSpec, Delivery, Subscription},
     dead_letters,
+    error::is_transient_db_error,
     metrics::Metrics,
     outbox::Event,
 };
 
-/// Deliveries fetched at once.
-const BATCH: usize = 10;
+/// Deliveries fetched at once: one, so that a crash, a stop or a slow handler never spends
+/// the deliveries (and the ack wait) of messages that were not tried yet.
+const BATCH: usize = 1;
+/// A message delivered this many times its tries without an answer has killed its consumer
+/// each time (or hung it past the ack wait): it is written off rather than looped on.
+const UNANSWERED_FACTOR: u32 = 2;
 
 /// What a handler did with an event.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,14 +42,23 @@ pub enum HandlerError {
     /// Trying again cannot help (malformed or unknown event): a dead letter at once.
     #[error("{0}")]
     Poison(String),
-    /// May succeed later (database away, lock timeout, a bug fixed later): retried.
+    /// May succeed later (a bug fixed later, data corrected): retried, then a dead letter.
     #[error(transparent)]
     Transient(#[from] anyhow::Error),
+    /// The infrastructure is away or busy (connection lost, pool exhausted, lock or
+    /// statement timeout, deadlock): retried for as long as it takes, never a dead letter,
+    /// so an outage does not turn every message in flight into an operator's chore.
+    #[error("database unavailable: {0}")]
+    Unavailable(sqlx::Error),
 }
 
 impl From<sqlx::Error> for HandlerError {
     fn from(e: sqlx::Error) -> Self {
-        Self::Transient(e.into())
+        if is_transient_db_error(&e) {
+            Self::Unavailable(e)
+        } else {
+            Self::Transient(e.into())
+        }
     }
 }
 
@@ -86,14 +101,13 @@ pub struct Consumer {
 }
 
 impl Consumer {
-    /// The bus-side settings of a consumer for `handler`: one spare delivery beyond the
-    /// tries, so a message whose last try died with its process still reaches a consumer,
-    /// which then writes it off as a dead letter.
-    pub fn spec(handler: &dyn Handler, policy: &RetryPolicy, ack_wait: Duration) -> ConsumerSpec {
+    /// The bus-side settings of a consumer for `handler`. Its delivery limit is the bus's
+    /// far backstop ([`crate::bus::MAX_DELIVER`]), not the tries: a bus that stopped at the
+    /// tries would drop a message whose dead letter could not be written.
+    pub fn spec(handler: &dyn Handler, ack_wait: Duration) -> ConsumerSpec {
         ConsumerSpec {
             name: handler.name(),
             subject: handler.subject(),
-            max_deliver: policy.max_attempts + 1,
             ack_wait,
         }
     }
@@ -119,9 +133,9 @@ impl Consumer {
 
     async fn process(&self, delivery: Delivery) -> anyhow::Result<()> {
         Metrics::inc(&self.metrics.deliveries);
-        if delivery.delivered > self.policy.max_attempts {
+        if delivery.delivered > UNANSWERED_FACTOR * self.policy.max_attempts {
             let reason = format!(
-                "delivered {} times without an answer (its consumer died each time)",
+                "delivered {} times without an answer (its consumer died or hung each time)",
                 delivery.delivered
             );
             return self.give_up(&delivery, &reason).await;
@@ -144,23 +158,33 @@ impl Consumer {
             Err(HandlerError::Transient(e)) if delivery.delivered >= self.policy.max_attempts => {
                 self.give_up(&delivery, &format!("{e:#}")).await
             }
-            Err(HandlerError::Transient(e)) => {
-                Metrics::inc(&self.metrics.retries);
-                tracing::warn!(consumer = self.handler.name(), message = %delivery.message.id,
-                    try_no = delivery.delivered, error = %format!("{e:#}"), "handler failed; retrying later");
-                delivery
-                    .acker
-                    .nak(self.policy.backoff(delivery.delivered))
-                    .await
-            }
+            Err(e) => self.retry_later(&delivery, &e).await,
         }
+    }
+
+    async fn retry_later(&self, delivery: &Delivery, e: &HandlerError) -> anyhow::Result<()> {
+        Metrics::inc(&self.metrics.retries);
+        tracing::warn!(consumer = self.handler.name(), message = %delivery.message.id,
+            try_no = delivery.delivered, error = %format!("{e:#}"), "handler failed; retrying later");
+        delivery
+            .acker
+            .nak(self.policy.backoff(delivery.delivered))
+            .await
     }
 
     /// Keeps the message as a dead letter, then tells the bus to stop delivering it. If the
     /// dead letter cannot be written (the database is away), the message is not let go: it
-    /// comes back after the ack wait.
+    /// comes back after a backoff, and is given up again then.
     async fn give_up(&self, delivery: &Delivery, reason: &str) -> anyhow::Result<()> {
-        dead_letters::record(&self.db, self.handler.name(), delivery, reason).await?;
+        let recorded = dead_letters::record(&self.db, self.handler.name(), delivery, reason).await;
+        if let Err(e) = recorded {
+            tracing::warn!(consumer = self.handler.name(), message = %delivery.message.id,
+                error = %e, "cannot write the dead letter; keeping the message");
+            return delivery
+                .acker
+                .nak(self.policy.backoff(delivery.delivered))
+                .await;
+        }
         Metrics::inc(&self.metrics.dead_letters);
         tracing::error!(consumer = self.handler.name(), message = %delivery.message.id,
             reason, "message is a dead letter");

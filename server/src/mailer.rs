@@ -1,6 +1,8 @@
-//! The mailer: delivers each queued email once. It claims a batch with `FOR UPDATE SKIP
-//! LOCKED` and pushes each email's next attempt out by a lease while it sends, so two mailers
-//! never send the same email at the same time. With `SMTP_URL` set it sends over SMTP
+//! The mailer: delivers each queued email once. It claims one email at a time with `FOR
+//! UPDATE SKIP LOCKED`, right before sending it, and pushes its next attempt out by a lease
+//! while it sends, so two mailers never send the same email at the same time. The marks that
+//! follow are fenced on the claim (`attempts`): a mailer whose lease ran out cannot overwrite
+//! what the next one did. With `SMTP_URL` set it sends over SMTP
 //! (lettre) and marks the email `sent`; without it the email is `kept` in the database, where
 //! the shopper's order page shows it. A mailer killed between the SMTP send and the mark
 //! sends the email again after the lease: the Message-ID is derived from the email's id, so
@@ -19,7 +21,8 @@ use uuid::Uuid;
 
 use crate::{metrics::Metrics, wake::Wakeup};
 
-const BATCH: i64 = 20;
+/// Emails sent per step, each claimed just before it is sent.
+const BATCH: usize = 20;
 /// How long a claimed email is left to its mailer before another may send it.
 const LEASE: Duration = Duration::from_secs(60);
 /// Waits between failed sends: 10 s, 20 s, 40 s … up to an hour.
@@ -60,27 +63,35 @@ impl Mailer {
         })
     }
 
-    /// Delivers one batch; returns how many emails it tried.
+    /// Delivers up to a batch of emails; returns how many it tried.
     pub async fn try_execute_task(&self) -> anyhow::Result<usize> {
-        let batch: Vec<Outgoing> = sqlx::query_as(
-            "UPDATE emails SET attempts = attempts + 1, next_attempt_at = now() + $2
-              WHERE id IN (SELECT id FROM emails
-                            WHERE status = 'queued' AND next_attempt_at <= now()
-                            ORDER BY next_attempt_at LIMIT $1
-                              FOR UPDATE SKIP LOCKED)
-          RETURNING id, recipient, subject, html_body, text_body, attempts",
-        )
-        .bind(BATCH)
-        .bind(LEASE)
-        .fetch_all(&self.db)
-        .await?;
-        for email in &batch {
-            match self.deliver(email).await {
-                Ok(status) => self.mark_delivered(email.id, status).await?,
-                Err(e) => self.mark_failed(email, &format!("{e:#}")).await?,
+        let mut tried = 0;
+        while tried < BATCH {
+            let Some(email) = self.claim_one().await? else {
+                break;
+            };
+            tried += 1;
+            match self.deliver(&email).await {
+                Ok(status) => self.mark_delivered(&email, status).await?,
+                Err(e) => self.mark_failed(&email, &format!("{e:#}")).await?,
             }
         }
-        Ok(batch.len())
+        Ok(tried)
+    }
+
+    /// The next queued email whose time has come, leased to this mailer.
+    async fn claim_one(&self) -> Result<Option<Outgoing>, sqlx::Error> {
+        sqlx::query_as(
+            "UPDATE emails SET attempts = attempts + 1, next_attempt_at = now() + $1
+              WHERE id = (SELECT id FROM emails
+                           WHERE status = 'queued' AND next_attempt_at <= now()
+                           ORDER BY next_attempt_at LIMIT 1
+                             FOR UPDATE SKIP LOCKED)
+          RETURNING id, recipient, subject, html_body, text_body, attempts",
+        )
+        .bind(LEASE)
+        .fetch_optional(&self.db)
+        .await
     }
 
     async fn deliver(&self, email: &Outgoing) -> anyhow::Result<&'static str> {
@@ -109,12 +120,13 @@ impl Mailer {
         Ok("sent")
     }
 
-    async fn mark_delivered(&self, id: Uuid, status: &str) -> Result<(), sqlx::Error> {
+    async fn mark_delivered(&self, email: &Outgoing, status: &str) -> Result<(), sqlx::Error> {
         sqlx::query(
-            "UPDATE emails SET status = $2, delivered_at = now(), last_error = NULL
-              WHERE id = $1 AND status = 'queued'",
+            "UPDATE emails SET status = $3, delivered_at = now(), last_error = NULL
+              WHERE id = $1 AND attempts = $2 AND status = 'queued'",
         )
-        .bind(id)
+        .bind(email.id)
+        .bind(email.attempts)
         .bind(status)
         .execute(&self.db)
         .await?;
@@ -128,10 +140,11 @@ impl Mailer {
             .saturating_mul(2u32.saturating_pow(email.attempts.max(1) as u32 - 1))
             .min(RETRY_CAP);
         sqlx::query(
-            "UPDATE emails SET last_error = $2, next_attempt_at = now() + $3
-              WHERE id = $1 AND status = 'queued'",
+            "UPDATE emails SET last_error = $3, next_attempt_at = now() + $4
+              WHERE id = $1 AND attempts = $2 AND status = 'queued'",
         )
         .bind(email.id)
+        .bind(email.attempts)
         .bind(error)
         .bind(wait)
         .execute(&self.db)

@@ -15,8 +15,6 @@ use axum::{
 };
 use sqlx::PgPool;
 
-use crate::error::ApiError;
-
 #[derive(Default)]
 pub struct Metrics {
     pub executions: AtomicU64,
@@ -125,10 +123,11 @@ impl Metrics {
 }
 
 pub async fn render(State(metrics): State<Arc<Metrics>>, State(db): State<PgPool>) -> Response {
-    let backlog = match backlog(&db).await {
-        Ok(backlog) => backlog,
-        Err(e) => return ApiError::from(e).into_response(),
-    };
+    // The counters are worth showing during an outage too: the gauges are left out then.
+    let backlog = backlog(&db).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "metrics: the database gauges are unavailable");
+        String::new()
+    });
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
         metrics.render() + &backlog,

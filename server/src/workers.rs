@@ -95,7 +95,7 @@ impl Context {
 
     pub async fn consumer(&self, handler: Arc<dyn Handler>) -> anyhow::Result<Consumer> {
         let policy = self.retry_policy();
-        let spec = Consumer::spec(handler.as_ref(), &policy, self.config.events.ack_wait);
+        let spec = Consumer::spec(handler.as_ref(), self.config.events.ack_wait);
         let pause_before_ack = if self.config.fault_injection {
             self.config.events.pause_before_ack
         } else {

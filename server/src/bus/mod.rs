@@ -30,13 +30,19 @@ pub enum Published {
     Duplicate,
 }
 
-/// A durable consumer: its name, the one subject it reads, how many deliveries the bus makes
-/// at most, and how long a delivery may stay unanswered before it is delivered again.
+/// The most deliveries the bus makes of one message: a backstop against a message looping
+/// forever, far beyond the consumer's own limit. The consumer gives up on a message after its
+/// tries, and only once its dead letter is written; if that cannot be written (the database
+/// is away), the message keeps coming back with the consumer's backoff (capped at a minute
+/// by default), so the bus would drop it only after days of outage.
+pub const MAX_DELIVER: u32 = 10_000;
+
+/// A durable consumer: its name, the one subject it reads, and how long a delivery may stay
+/// unanswered before it is delivered again.
 #[derive(Clone, Debug)]
 pub struct ConsumerSpec {
     pub name: &'static str,
     pub subject: &'static str,
-    pub max_deliver: u32,
     pub ack_wait: Duration,
 }
 
@@ -73,9 +79,7 @@ pub struct Delivery {
 /// The bus the configuration asks for: JetStream when `NATS_URL` is set, else PostgreSQL.
 pub async fn connect(events: &Events, db: &PgPool) -> anyhow::Result<Arc<dyn Bus>> {
     Ok(match &events.nats_url {
-        Some(url) => Arc::new(
-            nats::NatsBus::connect(url, &events.nats_stream, &events.nats_subject_prefix).await?,
-        ),
+        Some(url) => Arc::new(nats::NatsBus::connect(url, events).await?),
         None => Arc::new(postgres::PgBus::new(db.clone(), events.poll_every)),
     })
 }

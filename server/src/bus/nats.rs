@@ -1,8 +1,14 @@
 //! The NATS JetStream bus. One stream holds every event under `<prefix>.<event type>`;
 //! publishing sets `Nats-Msg-Id` to the event id, so JetStream drops a repeat within its
 //! duplicate window (minutes: the consumers' `consumed_events` remains the guarantee).
-//! Each consumer is a durable pull consumer with explicit acks, `max_deliver`, and a backoff
-//! for deliveries that time out. Only what NATS 2.9 supports is used (one filter subject).
+//! Each consumer is a durable pull consumer with explicit acks and `max_deliver` as a far
+//! backstop (see [`super::MAX_DELIVER`]: only our consumer gives up on a message, once its
+//! dead letter is written). The backoff is the consumer's own (a nak with a jittered delay),
+//! not a JetStream `backoff` list: on NATS 2.9 such a list also overrides the delay of every
+//! nak (a test saw a 30 s wait where 20 ms was asked), and a timed-out delivery comes back
+//! after the ack wait anyway. Only what NATS 2.9 supports is used (one filter subject).
+//! The stream is created on first use, not at start: a server whose NATS is away still
+//! starts, and its outbox keeps the events until NATS is back.
 
 use std::time::Duration;
 
@@ -14,8 +20,10 @@ use async_nats::jetstream::{
 };
 use async_trait::async_trait;
 use futures::StreamExt;
+use tokio::sync::OnceCell;
 
 use super::{Acker, Bus, ConsumerSpec, Delivery, Message, Published, Subscription};
+use crate::config::Events;
 
 /// How long JetStream remembers a message id to drop a repeated publish.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
@@ -25,33 +33,50 @@ pub struct NatsBus {
     js: jetstream::Context,
     stream: String,
     prefix: String,
+    /// How long the stream keeps messages (the events' retention).
+    max_age: Duration,
+    ready: OnceCell<()>,
 }
 
 impl NatsBus {
-    /// Connects (retrying in the background while NATS is away) and creates the stream if
-    /// it is missing.
-    pub async fn connect(url: &str, stream: &str, prefix: &str) -> anyhow::Result<Self> {
+    /// Connects; while NATS is away the client keeps trying in the background.
+    pub async fn connect(url: &str, events: &Events) -> anyhow::Result<Self> {
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
             .connect(url)
             .await?;
-        let js = jetstream::new(client);
-        js.get_or_create_stream(stream::Config {
-            name: stream.to_owned(),
-            subjects: vec![format!("{prefix}.>")],
-            duplicate_window: DUPLICATE_WINDOW,
-            ..Default::default()
-        })
-        .await?;
         Ok(Self {
-            js,
-            stream: stream.to_owned(),
-            prefix: prefix.to_owned(),
+            js: jetstream::new(client),
+            stream: events.nats_stream.clone(),
+            prefix: events.nats_subject_prefix.clone(),
+            max_age: events.retention,
+            ready: OnceCell::new(),
         })
+    }
+
+    /// Creates the stream if it is missing (once per process).
+    async fn stream(&self) -> anyhow::Result<stream::Stream> {
+        self.ready
+            .get_or_try_init(|| async {
+                self.js
+                    .get_or_create_stream(stream::Config {
+                        name: self.stream.clone(),
+                        subjects: vec![format!("{}.>", self.prefix)],
+                        duplicate_window: DUPLICATE_WINDOW,
+                        max_age: self.max_age,
+                        ..Default::default()
+                    })
+                    .await
+                    .map(|_| ())
+                    .map_err(nats_error)
+            })
+            .await?;
+        Ok(self.js.get_stream(&self.stream).await?)
     }
 
     /// Deletes the stream and everything in it (tests clean up with this).
     pub async fn delete_stream(&self) -> anyhow::Result<()> {
+        self.stream().await?;
         self.js.delete_stream(&self.stream).await?;
         Ok(())
     }
@@ -60,6 +85,7 @@ impl NatsBus {
 #[async_trait]
 impl Bus for NatsBus {
     async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
+        self.stream().await?;
         let subject = format!("{}.{}", self.prefix, message.subject);
         let publish = PublishMessage::build()
             .message_id(message.id.as_str())
@@ -73,25 +99,17 @@ impl Bus for NatsBus {
     }
 
     async fn subscribe(&self, spec: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
-        let stream = self.js.get_stream(&self.stream).await?;
-        // Deliveries that time out (a consumer died) come back after growing waits.
-        let backoff_steps = (spec.max_deliver.saturating_sub(1) as usize).min(3);
-        let backoff = (0..backoff_steps)
-            .map(|i| spec.ack_wait * 2u32.pow(i as u32))
-            .collect();
-        let consumer = stream
-            .get_or_create_consumer(
-                spec.name,
-                pull::Config {
-                    durable_name: Some(spec.name.to_owned()),
-                    filter_subject: format!("{}.{}", self.prefix, spec.subject),
-                    ack_policy: AckPolicy::Explicit,
-                    ack_wait: spec.ack_wait,
-                    max_deliver: i64::from(spec.max_deliver),
-                    backoff,
-                    ..Default::default()
-                },
-            )
+        let stream = self.stream().await?;
+        // Created, or updated to this configuration when it exists already (a changed ack wait).
+        let consumer: Consumer<pull::Config> = stream
+            .create_consumer(pull::Config {
+                durable_name: Some(spec.name.to_owned()),
+                filter_subject: format!("{}.{}", self.prefix, spec.subject),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: spec.ack_wait,
+                max_deliver: i64::from(super::MAX_DELIVER),
+                ..Default::default()
+            })
             .await?;
         Ok(Box::new(NatsSubscription {
             consumer,
@@ -152,7 +170,7 @@ impl NatsSubscription {
 
 struct NatsAcker(jetstream::Message);
 
-fn nats_error(e: async_nats::Error) -> anyhow::Error {
+fn nats_error(e: impl std::fmt::Display) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 

@@ -107,7 +107,7 @@ impl PgSubscription {
         .bind(self.spec.name)
         .bind(max as i64)
         .bind(self.spec.ack_wait)
-        .bind(self.spec.max_deliver as i32)
+        .bind(super::MAX_DELIVER as i32)
         .fetch_all(&self.db)
         .await?;
         Ok(rows

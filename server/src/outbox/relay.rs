@@ -65,16 +65,17 @@ impl Relay {
         let mut wakeup = Wakeup::new(self.db.clone(), "outbox_events", poll);
         let mut last_prune = tokio::time::Instant::now();
         while !stop.is_cancelled() {
-            match self.try_execute_task().await {
-                Ok(n) if n > 0 => continue,
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "relay step failed; trying again"),
-            }
+            // On its own clock: a relay that always has work still prunes.
             if last_prune.elapsed() >= PRUNE_EVERY {
                 last_prune = tokio::time::Instant::now();
                 if let Err(e) = prune(&self.db, retention).await {
                     tracing::warn!(error = %e, "pruning published events failed");
                 }
+            }
+            match self.try_execute_task().await {
+                Ok(n) if n > 0 => continue,
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "relay step failed; trying again"),
             }
             tokio::select! {
                 _ = wakeup.wait(poll) => {}
@@ -84,24 +85,51 @@ impl Relay {
     }
 }
 
+/// Rows deleted per statement when pruning, so no statement runs into the statement timeout.
+const PRUNE_BATCH: i64 = 1000;
+
 /// Deletes events published longer ago than `retention`, and bus messages every consumer
 /// has settled by then, so neither table grows forever. Returns the events deleted.
 pub async fn prune(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
     let cutoff =
         chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-    let events = sqlx::query("DELETE FROM outbox_events WHERE published_at < $1")
-        .bind(cutoff)
-        .execute(db)
-        .await?
-        .rows_affected();
-    sqlx::query(
-        "DELETE FROM bus_messages m
-          WHERE m.published_at < $1
-            AND NOT EXISTS (SELECT 1 FROM bus_deliveries d
-                             WHERE d.message_id = m.id AND d.settled_at IS NULL)",
+    let events = delete_in_batches(
+        db,
+        "DELETE FROM outbox_events WHERE id IN (
+             SELECT id FROM outbox_events WHERE published_at < $1 LIMIT $2)",
+        cutoff,
     )
-    .bind(cutoff)
-    .execute(db)
+    .await?;
+    delete_in_batches(
+        db,
+        "DELETE FROM bus_messages WHERE id IN (
+             SELECT m.id FROM bus_messages m
+              WHERE m.published_at < $1
+                AND NOT EXISTS (SELECT 1 FROM bus_deliveries d
+                                 WHERE d.message_id = m.id AND d.settled_at IS NULL)
+              LIMIT $2)",
+        cutoff,
+    )
     .await?;
     Ok(events)
+}
+
+async fn delete_in_batches(
+    db: &PgPool,
+    sql: &str,
+    cutoff: chrono::DateTime<chrono::Utc>,
+) -> Result<u64, sqlx::Error> {
+    let mut total = 0;
+    loop {
+        let deleted = sqlx::query(sql)
+            .bind(cutoff)
+            .bind(PRUNE_BATCH)
+            .execute(db)
+            .await?
+            .rows_affected();
+        total += deleted;
+        if deleted < PRUNE_BATCH as u64 {
+            return Ok(total);
+        }
+    }
 }

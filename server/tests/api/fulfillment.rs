@@ -328,3 +328,138 @@ async fn the_order_shows_its_shipment_and_its_confirmation_email_to_its_shopper_
     let response = stranger.get(app.url(&email_url)).send().await.unwrap();
     assert_eq!(response.status(), 404, "another shopper cannot read it");
 }
+
+/// Makes inserts into `table` fail (as a bad deploy or a full disk would) until `allow`.
+async fn refuse_inserts(app: &TestApp, table: &str) {
+    app.admin_db(&format!(
+        "CREATE OR REPLACE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION refuse();"
+    ))
+    .await;
+}
+
+async fn allow_inserts(app: &TestApp, table: &str) {
+    app.admin_db(&format!("DROP TRIGGER refuse ON {table}"))
+        .await;
+}
+
+async fn a_message_whose_dead_letter_cannot_be_written_is_kept(on: OnBus) {
+    let app = spawn_chain(on, |_| {}).await;
+    refuse_inserts(&app, "fulfillments").await;
+    refuse_inserts(&app, "dead_letters").await;
+    let orders = app.paid_orders(1).await;
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    context.relay().try_execute_task().await.unwrap();
+    // Far past the tries (3), and past twice the tries (when it is written off unanswered).
+    let mut deliveries = 0;
+    for _ in 0..80 {
+        deliveries += consumer
+            .try_execute_task(Duration::from_millis(100))
+            .await
+            .unwrap();
+        if deliveries >= 8 {
+            break;
+        }
+    }
+    assert!(
+        deliveries >= 8,
+        "still delivered after its tries: {deliveries}"
+    );
+    assert_eq!(app.count("dead_letters").await, 0);
+
+    // Once the database takes writes again, the message is still there to be handled.
+    allow_inserts(&app, "dead_letters").await;
+    allow_inserts(&app, "fulfillments").await;
+    for _ in 0..80 {
+        consumer
+            .try_execute_task(Duration::from_millis(100))
+            .await
+            .unwrap();
+        if app.count("dead_letters").await > 0 {
+            break;
+        }
+    }
+    let (error, status): (String, String) =
+        sqlx::query_as("SELECT error, status FROM dead_letters")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(status, "dead");
+    assert!(
+        error.contains("refused") || error.contains("without an answer"),
+        "{error}"
+    );
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM dead_letters")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let handler: std::sync::Arc<dyn Handler> =
+        std::sync::Arc::new(Fulfillment { db: app.db.clone() });
+    dead_letters::retry(&app.db, &handler, id).await.unwrap();
+    app.assert_each_order_shipped_once(&orders, MUGS).await;
+    app.drop_stream().await;
+}
+
+#[tokio::test]
+async fn a_message_whose_dead_letter_cannot_be_written_is_kept_on_postgres() {
+    a_message_whose_dead_letter_cannot_be_written_is_kept(OnBus::Postgres).await;
+}
+
+#[tokio::test]
+async fn a_message_whose_dead_letter_cannot_be_written_is_kept_on_nats() {
+    a_message_whose_dead_letter_cannot_be_written_is_kept(OnBus::Nats).await;
+}
+
+#[tokio::test]
+async fn an_order_is_served_whole_or_not_at_all() {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    app.admin_db("UPDATE products SET stock = 1 WHERE sku = 'LAMP-008'")
+        .await;
+    app.paid_order_for(
+        r#"{"items":[{"sku":"MUG-001","quantity":2},{"sku":"LAMP-008","quantity":1}]}"#,
+    )
+    .await;
+    app.admin_db("UPDATE products SET stock = 0 WHERE sku = 'LAMP-008'")
+        .await;
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    drain(&context, &mut consumer).await;
+
+    let status: String = sqlx::query_scalar("SELECT status FROM fulfillments")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(status, "backordered");
+    assert_eq!(
+        app.stock_of("MUG-001").await,
+        MUGS,
+        "the mugs in stock were not taken either"
+    );
+    assert_eq!(app.stock_of("LAMP-008").await, 0);
+}
+
+#[tokio::test]
+async fn the_confirmation_email_escapes_what_it_shows_and_is_sandboxed() {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    app.admin_db("UPDATE products SET name = '<script>alert(1)</script>' WHERE sku = 'MUG-001'")
+        .await;
+    let order_id = app.paid_orders(1).await[0];
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    drain(&context, &mut consumer).await;
+
+    let response = app
+        .client
+        .get(app.url(&format!("/orders/{order_id}/email")))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.headers()["content-security-policy"], "sandbox");
+    let html = response.text().await.unwrap();
+    assert!(!html.contains("<script>"), "{html}");
+    assert!(
+        html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
+        "{html}"
+    );
+}

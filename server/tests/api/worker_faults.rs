@@ -25,7 +25,7 @@ fn consumer_process(app: &TestApp, pause_before_ack_ms: u64) -> Child {
             "ONCE_FAULT_PAUSE_BEFORE_ACK_MS",
             pause_before_ack_ms.to_string(),
         )
-        .env("BUS_ACK_WAIT_MS", "1000")
+        .env("BUS_ACK_WAIT_MS", "1500")
         .env("EVENTS_POLL_MS", "100")
         .env("CONSUMER_MAX_ATTEMPTS", "30")
         .env("RUST_LOG", "error")
@@ -47,11 +47,11 @@ async fn consumers_killed_mid_message_lose_and_repeat_nothing(on: OnBus) {
     let context = app.workers().await;
     context.relay().try_execute_task().await.unwrap();
 
-    // Each process commits a fulfillment, then pauses 0.8 s before its ack: SIGKILL lands
+    // Each process commits a fulfillment, then pauses 1.2 s before its ack: SIGKILL lands
     // there (or anywhere before) at a random moment, eight times over. A process lives
     // under 0.9 s, so it commits at most one fulfillment and never acks it.
     for _ in 0..8 {
-        let mut child = consumer_process(&app, 800);
+        let mut child = consumer_process(&app, 1200);
         let wait = rand::rng().random_range(200..900);
         tokio::time::sleep(Duration::from_millis(wait)).await;
         child.kill().await.expect("SIGKILL");

@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use server::{
-    bus::{self, Acker, ConsumerSpec, Delivery, Subscription},
+    bus::{self, Acker, Delivery, Subscription},
     consumer::Consumer,
     payments::apply::{self, Applied, ChargeFacts},
     workers,
@@ -67,12 +67,44 @@ impl TestApp {
     pub async fn drop_stream(&self) {
         let events = &self.config.events;
         if let Some(url) = &events.nats_url {
-            let nats =
-                bus::nats::NatsBus::connect(url, &events.nats_stream, &events.nats_subject_prefix)
-                    .await
-                    .expect("nats");
+            let nats = bus::nats::NatsBus::connect(url, events)
+                .await
+                .expect("nats");
             nats.delete_stream().await.expect("stream deleted");
         }
+    }
+
+    /// An order for `body` (an `/api/orders` body), paid through the real apply path.
+    pub async fn paid_order_for(&self, body: &str) -> Uuid {
+        let response =
+            post_order(&self.client, self, Some(&Uuid::new_v4().to_string()), body).await;
+        assert_eq!(response.status(), 201);
+        let order: serde_json::Value = response.json().await.unwrap();
+        let total = order["total_cents"].as_i64().unwrap();
+        let order_id: Uuid = order["id"].as_str().unwrap().parse().unwrap();
+        let payment_id: Uuid = sqlx::query_scalar(
+            "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+             VALUES (gen_random_uuid(), $1, 's', gen_random_uuid()::text, $2, 'EUR') RETURNING id",
+        )
+        .bind(order_id)
+        .bind(total)
+        .fetch_one(&self.db)
+        .await
+        .unwrap();
+        let mut tx = self.db.begin().await.unwrap();
+        let charge = ChargeFacts {
+            charge_id: format!("ch_{}", Uuid::new_v4().simple()),
+            amount_cents: total,
+            currency: "EUR".into(),
+        };
+        assert_eq!(
+            apply::charge_succeeded(&mut tx, payment_id, &charge)
+                .await
+                .unwrap(),
+            Applied::Paid
+        );
+        tx.commit().await.unwrap();
+        order_id
     }
 
     /// `n` orders for two mugs each, paid through the real apply path (which writes
@@ -279,16 +311,4 @@ pub async fn drain(context: &workers::Context, consumer: &mut Consumer) {
             0
         };
     }
-}
-
-/// The spec the fulfillment consumer uses, for tests that talk to the bus directly.
-pub fn fulfillment_spec(context: &workers::Context) -> ConsumerSpec {
-    let handler = server::fulfillment::Fulfillment {
-        db: context.db.clone(),
-    };
-    Consumer::spec(
-        &handler,
-        &context.retry_policy(),
-        context.config.events.ack_wait,
-    )
 }
