@@ -55,7 +55,7 @@ impl NatsBus {
     }
 
     /// Creates the stream if it is missing (once per process).
-    async fn stream(&self) -> anyhow::Result<stream::Stream> {
+    async fn ensure_stream(&self) -> anyhow::Result<()> {
         self.ready
             .get_or_try_init(|| async {
                 self.js
@@ -71,12 +71,12 @@ impl NatsBus {
                     .map_err(nats_error)
             })
             .await?;
-        Ok(self.js.get_stream(&self.stream).await?)
+        Ok(())
     }
 
     /// Deletes the stream and everything in it (tests clean up with this).
     pub async fn delete_stream(&self) -> anyhow::Result<()> {
-        self.stream().await?;
+        self.ensure_stream().await?;
         self.js.delete_stream(&self.stream).await?;
         Ok(())
     }
@@ -85,7 +85,7 @@ impl NatsBus {
 #[async_trait]
 impl Bus for NatsBus {
     async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
-        self.stream().await?;
+        self.ensure_stream().await?;
         let subject = format!("{}.{}", self.prefix, message.subject);
         let publish = PublishMessage::build()
             .message_id(message.id.as_str())
@@ -99,7 +99,8 @@ impl Bus for NatsBus {
     }
 
     async fn subscribe(&self, spec: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
-        let stream = self.stream().await?;
+        self.ensure_stream().await?;
+        let stream = self.js.get_stream(&self.stream).await?;
         // Created, or updated to this configuration when it exists already (a changed ack wait).
         let consumer: Consumer<pull::Config> = stream
             .create_consumer(pull::Config {
