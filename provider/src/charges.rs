@@ -114,13 +114,45 @@ async fn create(
         tx.rollback().await?;
         return replay(&db, &key, &fingerprint).await;
     };
-    webhooks::enqueue(&mut tx, &charge, &settings.get().chaos).await?;
+    let chaos = settings.get().chaos;
+    webhooks::enqueue(&mut tx, &charge, &chaos).await?;
+    if chaos.charge_twice && charge.status == "succeeded" {
+        charge_again(&mut tx, &charge, &key, &fingerprint, &chaos).await?;
+    }
     tx.commit().await?;
     tracing::info!(charge = %charge.id, status = %charge.status, "charge recorded");
     if request.card_number == CARD_DROP_RESPONSE {
         drop_the_response(&charge.id);
     }
     Ok((StatusCode::CREATED, Json(charge)).into_response())
+}
+
+/// Sandbox chaos: a second, separate charge of the same amount for the same reference, with
+/// its own id, ledger entry and webhook: a double charge for the merchant to find.
+async fn charge_again(
+    tx: &mut sqlx::PgConnection,
+    charge: &Charge,
+    key: &str,
+    fingerprint: &str,
+    chaos: &crate::settings::Chaos,
+) -> Result<(), ProviderError> {
+    let double: Charge = sqlx::query_as(&format!(
+        "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, 'succeeded')
+         RETURNING {CHARGE_COLUMNS}"
+    ))
+    .bind(format!("ch_{}", uuid::Uuid::new_v4().simple()))
+    .bind(format!("{key}#charged-twice"))
+    .bind(fingerprint)
+    .bind(charge.amount_cents)
+    .bind(&charge.currency)
+    .bind(&charge.card_last4)
+    .bind(&charge.reference)
+    .fetch_one(&mut *tx)
+    .await?;
+    tracing::warn!(charge = %double.id, reference = %charge.reference, "sandbox chaos: charged twice");
+    webhooks::enqueue(tx, &double, chaos).await?;
+    Ok(())
 }
 
 /// The same key again: the stored charge if the parameters match.

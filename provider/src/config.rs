@@ -31,6 +31,8 @@ impl Config {
                 shuffle: var_or("PROVIDER_CHAOS_SHUFFLE", "false").parse()?,
                 delay_ms: var_or("PROVIDER_CHAOS_DELAY_MS", "0").parse()?,
                 drop_rate: var_or("PROVIDER_CHAOS_DROP_RATE", "0").parse()?,
+                drop_webhooks: var_or("PROVIDER_CHAOS_DROP_WEBHOOKS", "false").parse()?,
+                charge_twice: var_or("PROVIDER_CHAOS_CHARGE_TWICE", "false").parse()?,
             },
         })
     }

@@ -1,11 +1,19 @@
-//! `GET /v1/transactions?starting_after=<tx_no>&limit=<n>`: the provider's ledger, oldest
-//! first, cursor-paginated, so a merchant can reconcile its books against ours.
+//! `GET /v1/transactions`: the provider's ledger, oldest first, so a merchant can reconcile
+//! its books against ours.
+//!
+//! The order is the time a charge was recorded, then its id; `starting_after` is an opaque
+//! cursor (`<micros>_<id>`) and `since` (RFC 3339) starts at a time. Neither cursor can
+//! promise that nothing lands behind it: a charge's time is taken when its transaction
+//! starts, and a slow transaction commits after later ones were read. So a reader resumes
+//! from a little before what it saw last (an overlap window longer than any charge's
+//! transaction) and drops the entries it has already seen, by id.
 
 use axum::{
     extract::{Query, State},
     routing::get,
     Json, Router,
 };
+use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
@@ -23,7 +31,8 @@ pub fn router() -> Router<ProviderState> {
 
 #[derive(Deserialize)]
 struct Page {
-    starting_after: Option<i64>,
+    starting_after: Option<String>,
+    since: Option<DateTime<Utc>>,
     limit: Option<i64>,
 }
 
@@ -31,7 +40,23 @@ struct Page {
 struct Transactions {
     data: Vec<Charge>,
     has_more: bool,
-    next_cursor: Option<i64>,
+    next_cursor: Option<String>,
+}
+
+fn cursor_of(charge: &Charge) -> String {
+    format!("{}_{}", charge.created_at.timestamp_micros(), charge.id)
+}
+
+fn parse_cursor(cursor: &str) -> Result<(DateTime<Utc>, String), ProviderError> {
+    let bad = || {
+        ProviderError::BadRequest(
+            "invalid_cursor",
+            "starting_after is not a cursor this ledger gave".into(),
+        )
+    };
+    let (micros, id) = cursor.split_once('_').ok_or_else(bad)?;
+    let at = DateTime::from_timestamp_micros(micros.parse().map_err(|_| bad())?).ok_or_else(bad)?;
+    Ok((at, id.to_owned()))
 }
 
 async fn list(
@@ -39,16 +64,26 @@ async fn list(
     Query(page): Query<Page>,
 ) -> Result<Json<Transactions>, ProviderError> {
     let limit = page.limit.unwrap_or(50).clamp(1, MAX_PAGE);
+    let (after_time, after_id) = match (&page.starting_after, page.since) {
+        (Some(cursor), _) => {
+            let (at, id) = parse_cursor(cursor)?;
+            (Some(at), id)
+        }
+        (None, since) => (since, String::new()),
+    };
     let mut data: Vec<Charge> = sqlx::query_as(&format!(
-        "SELECT {CHARGE_COLUMNS} FROM charges WHERE tx_no > $1 ORDER BY tx_no LIMIT $2"
+        "SELECT {CHARGE_COLUMNS} FROM charges
+          WHERE (created_at, id) > (coalesce($1, '-infinity'::timestamptz), $2)
+          ORDER BY created_at, id LIMIT $3"
     ))
-    .bind(page.starting_after.unwrap_or(0))
+    .bind(after_time)
+    .bind(after_id)
     .bind(limit + 1)
     .fetch_all(&db)
     .await?;
     let has_more = data.len() as i64 > limit;
     data.truncate(limit as usize);
-    let next_cursor = data.last().map(|c| c.tx_no).filter(|_| has_more);
+    let next_cursor = data.last().map(cursor_of).filter(|_| has_more);
     Ok(Json(Transactions {
         data,
         has_more,

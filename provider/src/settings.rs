@@ -19,6 +19,12 @@ pub struct Chaos {
     pub delay_ms: u64,
     /// Chance (0 to 1) that a delivery attempt is lost on the way; it is retried later.
     pub drop_rate: f64,
+    /// Lose every new webhook for good: none is ever queued (a merchant learns of the
+    /// charge only from the charge's answer, or from the ledger).
+    pub drop_webhooks: bool,
+    /// Charge every successful charge twice: a second charge with the same reference and
+    /// its own id, as a provider bug or a double submit past idempotency would.
+    pub charge_twice: bool,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

@@ -12,7 +12,7 @@ use tokio::net::TcpListener;
 use crate::{
     charges,
     config::Config,
-    ledger,
+    ledger, refunds,
     settings::{self, Settings, SharedSettings},
     webhooks,
 };
@@ -79,6 +79,7 @@ impl Application {
             .route("/healthz", get(|| async { "ok" }))
             .merge(charges::router())
             .merge(ledger::router())
+            .merge(refunds::router())
             .merge(settings::router())
             .with_state(self.state);
         let served = axum::serve(self.listener, router)

@@ -32,6 +32,21 @@ pub async fn enqueue(
         "failed" => "charge.failed",
         _ => return Ok(()), // no outcome yet, nothing to announce
     };
+    enqueue_event(tx, charge, event_type, chaos).await
+}
+
+/// Queues `event_type` about `charge` (`charge.refunded` for a refund), unless the chaos
+/// knobs lose webhooks for good.
+pub async fn enqueue_event(
+    tx: &mut PgConnection,
+    charge: &Charge,
+    event_type: &str,
+    chaos: &Chaos,
+) -> Result<(), sqlx::Error> {
+    if chaos.drop_webhooks {
+        tracing::warn!(charge = %charge.id, event_type, "sandbox chaos: this webhook is lost for good");
+        return Ok(());
+    }
     let event_id = format!("evt_{}", uuid::Uuid::new_v4().simple());
     let tx_no = format!("txn_{:010}", charge.tx_no);
     let payload = json!({

@@ -158,14 +158,15 @@ async fn the_ledger_is_cursor_paginated() {
             .await;
     }
     let mut seen = Vec::new();
-    let mut cursor = 0;
+    let mut cursor: Option<String> = None;
     loop {
+        let after = cursor
+            .as_ref()
+            .map(|c| format!("&starting_after={c}"))
+            .unwrap_or_default();
         let page: Value = sandbox
             .http
-            .get(format!(
-                "{}/v1/transactions?limit=2&starting_after={cursor}",
-                sandbox.url
-            ))
+            .get(format!("{}/v1/transactions?limit=2{after}", sandbox.url))
             .send()
             .await
             .unwrap()
@@ -182,7 +183,7 @@ async fn the_ledger_is_cursor_paginated() {
         if !page["has_more"].as_bool().unwrap() {
             break;
         }
-        cursor = page["next_cursor"].as_i64().unwrap();
+        cursor = Some(page["next_cursor"].as_str().unwrap().to_owned());
     }
     assert_eq!(seen, vec![100, 101, 102, 103, 104]);
 }

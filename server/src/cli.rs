@@ -31,7 +31,7 @@ pub async fn run_workers(
         .collect::<anyhow::Result<_>>()?;
     anyhow::ensure!(
         !chosen.is_empty(),
-        "name the workers to run: relay, fulfillment, mailer"
+        "name the workers to run: relay, fulfillment, mailer, reconciler"
     );
     let db = database(&config).await?;
     let context = workers::Context {

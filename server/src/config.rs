@@ -33,6 +33,11 @@ pub struct Config {
     pub fault_injection: bool,
     /// The outbox relay, the bus, the consumers and the mailer (see [`Events`]).
     pub events: Events,
+    /// How often the reconciler compares our payments with the provider's ledger.
+    pub reconcile_every: Duration,
+    /// How far before the last run's latest ledger entry a run starts reading: longer than
+    /// any charge's transaction at the provider, so a late commit is still seen.
+    pub reconcile_overlap: Duration,
     pub leptos: LeptosOptions,
 }
 
@@ -150,6 +155,10 @@ impl Config {
                 ack_wait: millis("BUS_ACK_WAIT_MS", "30000")?,
                 pause_before_ack: millis("ONCE_FAULT_PAUSE_BEFORE_ACK_MS", "0")?,
             },
+            reconcile_every: Duration::from_secs(var_or("RECONCILE_EVERY_SECS", "300").parse()?),
+            reconcile_overlap: Duration::from_secs(
+                var_or("RECONCILE_OVERLAP_SECS", "600").parse()?,
+            ),
             leptos,
         };
         config.validate()?;

@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod orders;
 pub mod outbox;
 pub mod payments;
+pub mod reconcile;
 pub mod session;
 pub mod ssr;
 pub mod startup;

@@ -1,4 +1,5 @@
-//! The background workers: the outbox relay, the fulfillment consumer and the mailer. By
+//! The background workers: the outbox relay, the fulfillment consumer, the mailer and the
+//! reconciler. By
 //! default they run as tasks inside the server; `server worker <name>` runs one alone, for
 //! deployments that scale them apart. Any number of each may run: every one of them claims
 //! its work with `FOR UPDATE SKIP LOCKED` or a bus consumer, never from process memory.
@@ -17,6 +18,8 @@ use crate::{
     mailer::Mailer,
     metrics::Metrics,
     outbox::relay::Relay,
+    payments::{provider::ProviderClient, settle::SettleRules},
+    reconcile::Reconciler,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,9 +27,15 @@ pub enum Worker {
     Relay,
     Fulfillment,
     Mailer,
+    Reconciler,
 }
 
-pub const ALL: [Worker; 3] = [Worker::Relay, Worker::Fulfillment, Worker::Mailer];
+pub const ALL: [Worker; 4] = [
+    Worker::Relay,
+    Worker::Fulfillment,
+    Worker::Mailer,
+    Worker::Reconciler,
+];
 
 impl FromStr for Worker {
     type Err = anyhow::Error;
@@ -36,7 +45,10 @@ impl FromStr for Worker {
             "relay" => Ok(Self::Relay),
             "fulfillment" => Ok(Self::Fulfillment),
             "mailer" => Ok(Self::Mailer),
-            other => anyhow::bail!("unknown worker {other}: relay, fulfillment or mailer"),
+            "reconciler" => Ok(Self::Reconciler),
+            other => {
+                anyhow::bail!("unknown worker {other}: relay, fulfillment, mailer or reconciler")
+            }
         }
     }
 }
@@ -111,6 +123,18 @@ impl Context {
         })
     }
 
+    pub fn reconciler(&self) -> Reconciler {
+        Reconciler {
+            db: self.db.clone(),
+            provider: ProviderClient::new(&self.config.provider_url, self.config.provider_timeout),
+            rules: SettleRules {
+                lease: self.config.idempotency_lease,
+                grace: self.config.payment_settle_grace,
+            },
+            overlap: self.config.reconcile_overlap,
+        }
+    }
+
     pub fn mailer(&self) -> anyhow::Result<Mailer> {
         let events = &self.config.events;
         Mailer::new(
@@ -147,6 +171,11 @@ pub async fn spawn(
                 })
             }
             Worker::Mailer => tokio::spawn(context.mailer()?.run(events.poll_every, stop)),
+            Worker::Reconciler => tokio::spawn(
+                context
+                    .reconciler()
+                    .run_worker(context.config.reconcile_every, stop),
+            ),
         });
         tracing::info!(?worker, "worker started");
     }

@@ -28,6 +28,24 @@ pub struct Charge {
     pub amount_cents: i64,
     pub currency: String,
     pub failure_code: Option<String>,
+    /// Our reference: the payment attempt id.
+    #[serde(default)]
+    pub reference: String,
+    pub created_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+/// One page of the provider's ledger (`GET /v1/transactions`).
+#[derive(Debug, Deserialize)]
+pub struct LedgerPage {
+    pub data: Vec<Charge>,
+    pub has_more: bool,
+    pub next_cursor: Option<String>,
+}
+
+/// The provider's Idempotency-Key for refunding one of its charges: one refund per charge,
+/// however often and by whomever it is asked for.
+pub fn refund_key(charge_id: &str) -> String {
+    format!("once-refund-{charge_id}")
 }
 
 impl Charge {
@@ -38,6 +56,10 @@ impl Charge {
             currency: self.currency.clone(),
         }
     }
+}
+
+fn lookup_failed(e: reqwest::Error) -> ApiError {
+    ApiError::Unavailable(anyhow::anyhow!("payment provider call failed: {e}"))
 }
 
 /// The provider's Idempotency-Key for an attempt.
@@ -82,6 +104,69 @@ impl ProviderClient {
             .json()
             .await
             .map_err(unavailable)
+    }
+
+    /// One page of the ledger: from `since` (a time), or after `cursor` (from the last page).
+    pub async fn ledger_page(
+        &self,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+        cursor: Option<&str>,
+    ) -> Result<LedgerPage, ApiError> {
+        let mut query: Vec<(&str, String)> = vec![("limit", "100".into())];
+        match (cursor, since) {
+            (Some(cursor), _) => query.push(("starting_after", cursor.to_owned())),
+            (None, Some(since)) => query.push(("since", since.to_rfc3339())),
+            (None, None) => {}
+        }
+        self.http
+            .get(format!("{}/v1/transactions", self.base_url))
+            .query(&query)
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(lookup_failed)?
+            .json()
+            .await
+            .map_err(lookup_failed)
+    }
+
+    /// Whether the provider knows the charge `charge_id`.
+    pub async fn charge_exists(&self, charge_id: &str) -> Result<bool, ApiError> {
+        let response = self
+            .http
+            .get(format!("{}/v1/charges/{charge_id}", self.base_url))
+            .send()
+            .await
+            .map_err(lookup_failed)?;
+        match response.status().as_u16() {
+            200 => Ok(true),
+            404 => Ok(false),
+            other => Err(ApiError::Unavailable(anyhow::anyhow!(
+                "payment provider answered {other} for charge {charge_id}"
+            ))),
+        }
+    }
+
+    /// Refunds a charge in full, under a key derived from the charge: asking again replays
+    /// the same refund. Returns the provider's refund id.
+    pub async fn refund(&self, charge_id: &str) -> Result<String, ApiError> {
+        #[derive(Deserialize)]
+        struct Refund {
+            id: String,
+        }
+        let refund: Refund = self
+            .http
+            .post(format!("{}/v1/refunds", self.base_url))
+            .header("idempotency-key", refund_key(charge_id))
+            .json(&serde_json::json!({ "charge_id": charge_id }))
+            .send()
+            .await
+            .and_then(|r| r.error_for_status())
+            .map_err(lookup_failed)?
+            .json()
+            .await
+            .map_err(lookup_failed)?;
+        Ok(refund.id)
     }
 
     /// Charges the attempt, retrying transient failures with exponential backoff and full

@@ -15,5 +15,6 @@ mod orders;
 mod outbox;
 mod payment_attempts;
 mod payments;
+mod reconcile;
 mod sessions;
 mod worker_faults;

@@ -1,0 +1,165 @@
+//! `POST /v1/refunds`: refunds a succeeded charge in full. Idempotent on the caller's
+//! Idempotency-Key (the same key and parameters replay the refund; other parameters are
+//! refused with 422), one refund per charge (`refunds_one_per_charge`), and announced by a
+//! signed `charge.refunded` webhook queued in the same transaction.
+
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+    routing::post,
+    Json, Router,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use sqlx::PgPool;
+
+use crate::{
+    charges::{Charge, CHARGE_COLUMNS},
+    error::ProviderError,
+    settings::SharedSettings,
+    startup::ProviderState,
+    webhooks,
+};
+
+pub fn router() -> Router<ProviderState> {
+    Router::new().route("/v1/refunds", post(create))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RefundRequest {
+    charge_id: String,
+}
+
+#[derive(Debug, Serialize, sqlx::FromRow)]
+pub struct Refund {
+    pub id: String,
+    pub charge_id: String,
+    pub amount_cents: i64,
+    pub currency: String,
+    pub reference: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+const REFUND_COLUMNS: &str = "id, charge_id, amount_cents, currency, reference, created_at";
+
+async fn create(
+    State(db): State<PgPool>,
+    State(settings): State<SharedSettings>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Result<Response, ProviderError> {
+    let key = headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .ok_or_else(|| {
+            ProviderError::BadRequest(
+                "idempotency_key_missing",
+                "an Idempotency-Key header is required".into(),
+            )
+        })?
+        .to_owned();
+    let request: RefundRequest = serde_json::from_slice(&body).map_err(|e| {
+        ProviderError::BadRequest("invalid_request", format!("invalid refund request: {e}"))
+    })?;
+    let fingerprint = hex::encode(Sha256::digest(request.charge_id.as_bytes()));
+    let mut tx = db.begin().await?;
+    let charge: Charge = sqlx::query_as(&format!(
+        "SELECT {CHARGE_COLUMNS} FROM charges WHERE id = $1 FOR UPDATE"
+    ))
+    .bind(&request.charge_id)
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(ProviderError::NotFound)?;
+    if let Some(response) = replay(&mut tx, &key, &fingerprint).await? {
+        return Ok(response);
+    }
+    if charge.status != "succeeded" {
+        return Err(ProviderError::BadRequest(
+            "charge_not_refundable",
+            format!("charge {} is {}", charge.id, charge.status),
+        ));
+    }
+    let refund: Option<Refund> = sqlx::query_as(&format!(
+        "INSERT INTO refunds (id, charge_id, idempotency_key, request_fingerprint, amount_cents, currency, reference)
+         VALUES ($1, $2, $3, $4, $5, $6, $7)
+         ON CONFLICT ON CONSTRAINT refunds_one_per_charge DO NOTHING
+         RETURNING {REFUND_COLUMNS}"
+    ))
+    .bind(format!("re_{}", uuid::Uuid::new_v4().simple()))
+    .bind(&charge.id)
+    .bind(&key)
+    .bind(&fingerprint)
+    .bind(charge.amount_cents)
+    .bind(&charge.currency)
+    .bind(&charge.reference)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(refund) = refund else {
+        return Err(ProviderError::BadRequest(
+            "charge_already_refunded",
+            format!("charge {} was refunded under another key", charge.id),
+        ));
+    };
+    webhooks::enqueue_event(&mut tx, &charge, "charge.refunded", &settings.get().chaos).await?;
+    tx.commit().await?;
+    tracing::info!(refund = %refund.id, charge = %charge.id, "refund recorded");
+    Ok((StatusCode::CREATED, Json(refund)).into_response())
+}
+
+/// The same key again (under the charge's lock): the stored refund if the parameters match.
+async fn replay(
+    tx: &mut sqlx::PgConnection,
+    key: &str,
+    fingerprint: &str,
+) -> Result<Option<Response>, ProviderError> {
+    let stored: Option<(String, Refund)> = sqlx::query_as::<
+        _,
+        (
+            String,
+            String,
+            String,
+            i64,
+            String,
+            String,
+            chrono::DateTime<chrono::Utc>,
+        ),
+    >(&format!(
+        "SELECT request_fingerprint, {REFUND_COLUMNS} FROM refunds WHERE idempotency_key = $1"
+    ))
+    .bind(key)
+    .fetch_optional(&mut *tx)
+    .await?
+    .map(
+        |(f, id, charge_id, amount_cents, currency, reference, created_at)| {
+            (
+                f,
+                Refund {
+                    id,
+                    charge_id,
+                    amount_cents,
+                    currency,
+                    reference,
+                    created_at,
+                },
+            )
+        },
+    );
+    let Some((stored_fingerprint, refund)) = stored else {
+        return Ok(None);
+    };
+    if stored_fingerprint != fingerprint {
+        return Err(ProviderError::KeyReused);
+    }
+    Ok(Some(
+        (
+            StatusCode::CREATED,
+            [("idempotent-replayed", "true")],
+            Json(refund),
+        )
+            .into_response(),
+    ))
+}

@@ -1,0 +1,112 @@
+//! Findings: what a run found, recorded once per (kind, subject) by
+//! `reconcile_findings_once`, so a second run that sees the same thing adds nothing.
+
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+/// What a finding is about, and whether it was repaired or waits for an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// The provider charged, we never heard: applied like a callback (the order is paid).
+    MissedSuccess,
+    /// A second charge for an attempt that already succeeded: refunded.
+    DoubleCharge,
+    /// A success the order could no longer take (paid by another attempt): refunded.
+    RefundDue,
+    /// Pending here, never charged there: closed as failed; the order stays payable.
+    StrandedPending,
+    /// Amounts or currencies disagree: flagged, never repaired automatically.
+    AmountMismatch,
+    /// A provider charge naming no attempt of ours: flagged.
+    UnknownReference,
+    /// Succeeded here, unknown to the provider: flagged.
+    UnknownToProvider,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MissedSuccess => "missed_success",
+            Self::DoubleCharge => "double_charge",
+            Self::RefundDue => "refund_due",
+            Self::StrandedPending => "stranded_pending",
+            Self::AmountMismatch => "amount_mismatch",
+            Self::UnknownReference => "unknown_reference",
+            Self::UnknownToProvider => "unknown_to_provider",
+        }
+    }
+
+    /// Repaired by the run itself, or left open for an operator.
+    fn status(self) -> &'static str {
+        match self {
+            Self::AmountMismatch | Self::UnknownReference | Self::UnknownToProvider => "open",
+            _ => "repaired",
+        }
+    }
+}
+
+pub struct Finding<'a> {
+    pub kind: Kind,
+    /// What it is about: a provider charge id, or a payment id.
+    pub subject: &'a str,
+    pub payment_id: Option<Uuid>,
+    pub charge_id: Option<&'a str>,
+    pub detail: String,
+}
+
+/// Records a finding of run `run_id`; false if it was recorded before.
+pub async fn record(db: &PgPool, run_id: Uuid, finding: Finding<'_>) -> Result<bool, sqlx::Error> {
+    let kind = finding.kind;
+    let inserted = sqlx::query(
+        "INSERT INTO reconcile_findings (id, run_id, kind, subject, payment_id, provider_charge_id, status, detail)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT ON CONSTRAINT reconcile_findings_once DO NOTHING",
+    )
+    .bind(Uuid::new_v4())
+    .bind(run_id)
+    .bind(kind.as_str())
+    .bind(finding.subject)
+    .bind(finding.payment_id)
+    .bind(finding.charge_id)
+    .bind(kind.status())
+    .bind(&finding.detail)
+    .execute(db)
+    .await?
+    .rows_affected();
+    if inserted == 1 {
+        tracing::warn!(kind = kind.as_str(), subject = finding.subject, detail = %finding.detail, "reconciliation finding");
+    }
+    Ok(inserted == 1)
+}
+
+#[derive(Debug, Serialize, sqlx::FromRow)]
+pub struct FindingRow {
+    pub id: Uuid,
+    pub kind: String,
+    pub subject: String,
+    pub status: String,
+    pub detail: String,
+    pub created_at: chrono::DateTime<chrono::Utc>,
+}
+
+pub async fn list(db: &PgPool) -> Result<Vec<FindingRow>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT id, kind, subject, status, detail, created_at FROM reconcile_findings
+          ORDER BY created_at DESC LIMIT 200",
+    )
+    .fetch_all(db)
+    .await
+}
+
+/// An operator marks an open finding resolved.
+pub async fn resolve(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE reconcile_findings SET status = 'resolved', resolved_at = now() WHERE id = $1 AND status = 'open'",
+    )
+    .bind(id)
+    .execute(db)
+    .await?
+    .rows_affected();
+    Ok(done == 1)
+}

@@ -1,0 +1,108 @@
+//! Checking our side against the provider: attempts stranded in `pending`, and successes
+//! the provider does not know.
+
+use uuid::Uuid;
+
+use super::{
+    findings::{self, Finding, Kind},
+    Reconciler,
+};
+use crate::{error::ApiError, payments::settle};
+
+impl Reconciler {
+    /// Pending attempts quiet for longer than the settle grace are settled by asking the
+    /// provider (`payments::settle`, the same fenced code a second intent uses): a charge
+    /// it reports is applied, no charge closes the attempt as failed, so its order is
+    /// payable again; a late retry of the attempt cannot charge on it any more.
+    pub(super) async fn settle_stranded(&self, run_id: Uuid) -> Result<usize, ApiError> {
+        let stranded: Vec<(Uuid, Uuid)> = sqlx::query_as(
+            "SELECT id, order_id FROM payments
+              WHERE status = 'pending'
+                AND coalesce(charge_requested_at, created_at) < now() - $1 * interval '1 millisecond'
+              ORDER BY created_at LIMIT 200",
+        )
+        .bind(self.rules.grace.as_millis() as i64)
+        .fetch_all(&self.db)
+        .await?;
+        let mut found = 0;
+        for (payment_id, order_id) in stranded {
+            match settle::abandoned_attempt(&self.db, &self.provider, order_id, self.rules).await {
+                Ok(()) => {}
+                Err(ApiError::PaymentInProgress) => continue, // still running or processing
+                Err(e) => return Err(e),
+            }
+            let (status, code): (String, Option<String>) =
+                sqlx::query_as("SELECT status, failure_code FROM payments WHERE id = $1")
+                    .bind(payment_id)
+                    .fetch_one(&self.db)
+                    .await?;
+            let (kind, detail) = match status.as_str() {
+                "failed" => (
+                    Kind::StrandedPending,
+                    format!(
+                        "pending with no charge at the provider: closed ({})",
+                        code.unwrap_or_default()
+                    ),
+                ),
+                "succeeded" => (
+                    Kind::MissedSuccess,
+                    "pending, but the provider had charged it: the order is paid now".to_owned(),
+                ),
+                "refund_due" => (
+                    Kind::RefundDue,
+                    "pending, charged, for an order paid meanwhile: refund due".to_owned(),
+                ),
+                _ => continue,
+            };
+            let subject = payment_id.to_string();
+            let finding = Finding {
+                kind,
+                subject: &subject,
+                payment_id: Some(payment_id),
+                charge_id: None,
+                detail,
+            };
+            if findings::record(&self.db, run_id, finding).await? {
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Successes of ours, settled since `since`, whose charge the provider does not know:
+    /// flagged, never repaired.
+    pub(super) async fn check_our_successes(
+        &self,
+        run_id: Uuid,
+        since: Option<chrono::DateTime<chrono::Utc>>,
+    ) -> Result<usize, ApiError> {
+        let ours: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, provider_charge_id FROM payments
+              WHERE status = 'succeeded' AND provider_charge_id IS NOT NULL
+                AND ($1::timestamptz IS NULL OR updated_at >= $1)
+              ORDER BY updated_at LIMIT 1000",
+        )
+        .bind(since)
+        .fetch_all(&self.db)
+        .await?;
+        let mut found = 0;
+        for (payment_id, charge_id) in ours {
+            if self.provider.charge_exists(&charge_id).await? {
+                continue;
+            }
+            let detail =
+                format!("succeeded here with charge {charge_id}, which the provider does not know");
+            let finding = Finding {
+                kind: Kind::UnknownToProvider,
+                subject: &charge_id,
+                payment_id: Some(payment_id),
+                charge_id: Some(&charge_id),
+                detail,
+            };
+            if findings::record(&self.db, run_id, finding).await? {
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
+}

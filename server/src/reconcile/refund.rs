@@ -1,0 +1,49 @@
+//! Refunding money we must not keep: a second charge, or a success the order could not
+//! take. The provider is asked under a key derived from the charge, so asking twice (two
+//! runs, two reconcilers, a crash between the call and our record) refunds once.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use crate::{error::ApiError, payments::provider::ProviderClient};
+
+/// Refunds `charge_id` (taken for `payment_id`) and records it; a payment that was
+/// `refund_due` becomes `refunded`. Doing it again changes nothing.
+pub async fn refund_charge(
+    db: &PgPool,
+    provider: &ProviderClient,
+    payment_id: Uuid,
+    charge_id: &str,
+) -> Result<(), ApiError> {
+    let refund_id = provider.refund(charge_id).await?;
+    let mut tx = db.begin().await?;
+    sqlx::query(
+        "INSERT INTO provider_refunds (provider_charge_id, payment_id, provider_refund_id)
+         VALUES ($1, $2, $3) ON CONFLICT ON CONSTRAINT provider_refunds_pkey DO NOTHING",
+    )
+    .bind(charge_id)
+    .bind(payment_id)
+    .bind(&refund_id)
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "UPDATE payments SET status = 'refunded', updated_at = now()
+          WHERE id = $1 AND status = 'refund_due' AND provider_charge_id = $2",
+    )
+    .bind(payment_id)
+    .bind(charge_id)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Whether we refunded `charge_id` already.
+pub async fn refunded(db: &PgPool, charge_id: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM provider_refunds WHERE provider_charge_id = $1)",
+    )
+    .bind(charge_id)
+    .fetch_one(db)
+    .await
+}

@@ -1,0 +1,291 @@
+//! The reconciler: each kind of finding produced for real through the provider (its chaos
+//! knobs, or charges made behind our back), reconciled, and a second run changing nothing.
+
+use provider::settings::Chaos;
+use server::reconcile::{Reconciler, RunSummary};
+use uuid::Uuid;
+
+use crate::helpers::*;
+
+async fn reconciler(app: &TestApp) -> Reconciler {
+    app.workers().await.reconciler()
+}
+
+async fn run(reconciler: &Reconciler) -> RunSummary {
+    reconciler
+        .try_execute_task()
+        .await
+        .expect("the run succeeds")
+        .expect("no other run holds the lease")
+}
+
+/// The findings as (kind, status), in a stable order.
+async fn findings(app: &TestApp) -> Vec<(String, String)> {
+    sqlx::query_as("SELECT kind, status FROM reconcile_findings ORDER BY kind, subject")
+        .fetch_all(&app.db)
+        .await
+        .unwrap()
+}
+
+async fn payment_status(app: &TestApp, payment_id: &str) -> String {
+    sqlx::query_scalar("SELECT status FROM payments WHERE id = $1::uuid")
+        .bind(payment_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+impl TestProvider {
+    async fn refunds(&self) -> i64 {
+        sqlx::query_scalar("SELECT count(*) FROM refunds")
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_success_whose_webhook_was_lost_for_good_is_applied_once() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let order_id = place_order(&app).await;
+    // The attempt's charge call never got its answer; the webhook is lost for good.
+    let payment_id = pending_attempt(&app, &order_id).await;
+    provider.charge(&payment_id, CARD_OK, 3600).await;
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+
+    let reconciler = reconciler(&app).await;
+    let first = run(&reconciler).await;
+    assert_eq!(first.findings, 1);
+    assert_eq!(
+        findings(&app).await,
+        [("missed_success".into(), "repaired".into())]
+    );
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(payment_status(&app, &payment_id).await, "succeeded");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
+
+    let second = run(&reconciler).await;
+    assert_eq!(second.findings, 0, "a second run changes nothing");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_double_charge_is_refunded_once() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        charge_twice: true,
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let order_id = place_order(&app).await;
+    let paid = pay(&app, &order_id, "pay-1", CARD_OK, &[]).await;
+    assert_eq!(paid.status(), 201);
+    let payment: serde_json::Value = paid.json().await.unwrap();
+    let payment_id = payment["id"].as_str().unwrap();
+    assert_eq!(
+        provider.charges_for(payment_id).await,
+        2,
+        "the provider charged twice"
+    );
+
+    let reconciler = reconciler(&app).await;
+    assert_eq!(run(&reconciler).await.findings, 1);
+    assert_eq!(
+        findings(&app).await,
+        [("double_charge".into(), "repaired".into())]
+    );
+    assert_eq!(provider.refunds().await, 1);
+    assert_eq!(
+        payment_status(&app, payment_id).await,
+        "succeeded",
+        "the first charge stands"
+    );
+    assert_eq!(app.order_status(&order_id).await, "paid");
+
+    assert_eq!(run(&reconciler).await.findings, 0);
+    assert_eq!(provider.refunds().await, 1, "refunded once");
+}
+
+#[tokio::test]
+async fn a_success_for_an_order_paid_by_another_attempt_is_refunded() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let order_id = place_order(&app).await;
+    // A first attempt was charged, but we never heard; a second one paid the order.
+    let stray = pending_attempt(&app, &order_id).await;
+    provider.charge(&stray, CARD_OK, 3600).await;
+    sqlx::query(
+        "UPDATE payments SET status = 'failed', failure_code = 'timeout' WHERE id = $1::uuid",
+    )
+    .bind(&stray)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        pay(&app, &order_id, "pay-2", CARD_OK, &[]).await.status(),
+        201
+    );
+
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(
+        findings(&app).await,
+        [("refund_due".into(), "repaired".into())]
+    );
+    assert_eq!(payment_status(&app, &stray).await, "refunded");
+    assert_eq!(provider.refunds().await, 1);
+    assert_eq!(run(&reconciler).await.findings, 0);
+    assert_eq!(provider.refunds().await, 1);
+}
+
+#[tokio::test]
+async fn an_attempt_stranded_pending_without_a_charge_is_closed_and_the_order_stays_payable() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let stranded = pending_attempt(&app, &order_id).await;
+    sqlx::query("UPDATE payments SET created_at = now() - interval '2 hours' WHERE id = $1::uuid")
+        .bind(&stranded)
+        .execute(&app.db)
+        .await
+        .unwrap();
+
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(
+        findings(&app).await,
+        [("stranded_pending".into(), "repaired".into())]
+    );
+    assert_eq!(payment_status(&app, &stranded).await, "failed");
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    // Fenced: the closed attempt's charge call can no longer start.
+    assert!(
+        !server::payments::store::stamp_charge_call(&app.db, stranded.parse().unwrap())
+            .await
+            .unwrap()
+    );
+    // And the order can be paid by a new intent.
+    assert_eq!(
+        pay(&app, &order_id, "pay-again", CARD_OK, &[])
+            .await
+            .status(),
+        201
+    );
+    assert_eq!(provider.charges().await, 1);
+    assert_eq!(run(&reconciler).await.findings, 0);
+}
+
+#[tokio::test]
+async fn a_mismatched_amount_and_a_success_unknown_to_the_provider_are_flagged_not_repaired() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    provider.charge(&payment_id, CARD_OK, 999).await;
+    // A success on our books that never went through the provider (a bug, a forged row).
+    let other_order = place_order(&app).await;
+    sqlx::query(
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency, status, provider_charge_id)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'forged', 3600, 'EUR', 'succeeded', 'ch_nobody_knows')",
+    )
+    .bind(&other_order)
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(
+        findings(&app).await,
+        [
+            ("amount_mismatch".into(), "open".into()),
+            ("unknown_to_provider".into(), "open".into())
+        ]
+    );
+    assert_eq!(
+        payment_status(&app, &payment_id).await,
+        "pending",
+        "never repaired automatically"
+    );
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    assert_eq!(provider.refunds().await, 0);
+    assert_eq!(run(&reconciler).await.findings, 0);
+}
+
+#[tokio::test]
+async fn two_reconcilers_at_once_make_one_run_and_one_refund() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        charge_twice: true,
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let order_id = place_order(&app).await;
+    assert_eq!(
+        pay(&app, &order_id, "pay-1", CARD_OK, &[]).await.status(),
+        201
+    );
+
+    let (a, b) = (reconciler(&app).await, reconciler(&app).await);
+    let (ra, rb) = tokio::join!(a.try_execute_task(), b.try_execute_task());
+    let ran = [ra.unwrap(), rb.unwrap()].into_iter().flatten().count();
+    assert_eq!(ran, 1, "the lease lets one run");
+    assert_eq!(app.count("reconcile_runs").await, 1);
+    assert_eq!(provider.refunds().await, 1);
+}
+
+#[tokio::test]
+async fn a_charge_that_commits_after_later_ones_were_read_is_still_reconciled() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let (late_order, early_order) = (place_order(&app).await, place_order(&app).await);
+    let late = pending_attempt(&app, &late_order).await;
+    let early = pending_attempt(&app, &early_order).await;
+    // The provider records a charge in a transaction that takes its time to commit...
+    let mut slow = provider.db.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status)
+         VALUES ($1, $2, 'f', 3600, 'EUR', '4242', $3, 'succeeded')",
+    )
+    .bind(format!("ch_late_{}", Uuid::new_v4().simple()))
+    .bind(format!("late-{late}"))
+    .bind(&late)
+    .execute(&mut *slow)
+    .await
+    .unwrap();
+    // ...while a later charge commits and a run reads the ledger past it.
+    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    provider.charge(&early, CARD_OK, 3600).await;
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(app.order_status(&early_order).await, "paid");
+    assert_eq!(app.order_status(&late_order).await, "pending_payment");
+
+    slow.commit().await.unwrap();
+    run(&reconciler).await;
+    assert_eq!(
+        app.order_status(&late_order).await,
+        "paid",
+        "the late charge was not skipped"
+    );
+}
