@@ -55,7 +55,7 @@ CREATE TABLE reconcile_findings (
 -- and our refund key is derived from the charge).
 CREATE TABLE provider_refunds (
     provider_charge_id text        NOT NULL,
-    payment_id         uuid        NOT NULL,
+    payment_id         uuid,
     provider_refund_id text        NOT NULL,
     created_at         timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT provider_refunds_pkey PRIMARY KEY (provider_charge_id)

@@ -33,6 +33,8 @@ pub struct Config {
     pub fault_injection: bool,
     /// The outbox relay, the bus, the consumers and the mailer (see [`Events`]).
     pub events: Events,
+    /// The operator console's password; when unset, one is generated and printed at start.
+    pub operator_password: Option<String>,
     /// How often the reconciler compares our payments with the provider's ledger.
     pub reconcile_every: Duration,
     /// How far before the last run's latest ledger entry a run starts reading: longer than
@@ -155,6 +157,7 @@ impl Config {
                 ack_wait: millis("BUS_ACK_WAIT_MS", "30000")?,
                 pause_before_ack: millis("ONCE_FAULT_PAUSE_BEFORE_ACK_MS", "0")?,
             },
+            operator_password: var("OPERATOR_PASSWORD").filter(|p| !p.is_empty()),
             reconcile_every: Duration::from_secs(var_or("RECONCILE_EVERY_SECS", "300").parse()?),
             reconcile_overlap: Duration::from_secs(
                 var_or("RECONCILE_OVERLAP_SECS", "600").parse()?,

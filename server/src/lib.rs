@@ -18,6 +18,7 @@ pub mod health;
 pub mod idempotency;
 pub mod mailer;
 pub mod metrics;
+pub mod operator;
 pub mod orders;
 pub mod outbox;
 pub mod payments;

@@ -28,7 +28,7 @@ use crate::{
     faults::Faults,
     fulfillment, health, idempotency, metrics,
     metrics::Metrics,
-    orders, payments,
+    operator, orders, payments,
     payments::provider::ProviderClient,
     session, ssr, workers,
 };
@@ -59,7 +59,13 @@ pub struct Application {
 impl Application {
     /// Prepares the database (create, migrate), binds the listener (port 0 picks a free
     /// port, as tests do) and assembles the router.
-    pub async fn build(config: Config) -> anyhow::Result<Self> {
+    pub async fn build(mut config: Config) -> anyhow::Result<Self> {
+        if config.operator_password.is_none() {
+            let password = operator::auth::random_secret(20);
+            // Printed once, here, and kept nowhere else: set OPERATOR_PASSWORD to choose one.
+            println!("operator console: /operator, password for this run: {password}");
+            config.operator_password = Some(password);
+        }
         db::ensure_database(&config.database_url).await?;
         let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
@@ -152,6 +158,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .nest("/api", api)
         .merge(checkout::router())
         .merge(fulfillment::email::router())
+        .merge(operator::router())
         .merge(ssr::router(&state))
         .layer(middleware::from_fn(session::open_session))
         .layer(sessions);

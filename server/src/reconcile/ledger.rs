@@ -90,7 +90,8 @@ impl Reconciler {
             "succeeded" if own_charge => Ok(false),
             "refunded" => Ok(false),
             "succeeded" => {
-                refund::refund_charge(&self.db, &self.provider, payment_id, &charge.id).await?;
+                refund::refund_charge(&self.db, &self.provider, Some(payment_id), &charge.id)
+                    .await?;
                 let detail = format!("a second charge {} for a paid attempt: refunded", charge.id);
                 self.found(
                     run_id,
@@ -160,7 +161,7 @@ impl Reconciler {
         payment_id: Uuid,
         charge: &Charge,
     ) -> Result<bool, ApiError> {
-        refund::refund_charge(&self.db, &self.provider, payment_id, &charge.id).await?;
+        refund::refund_charge(&self.db, &self.provider, Some(payment_id), &charge.id).await?;
         let detail = format!(
             "charge {} came for an order that could not take it: refunded",
             charge.id

@@ -23,6 +23,23 @@ use uuid::Uuid;
 
 pub use findings::{list as list_findings, resolve as resolve_finding, FindingRow, Kind};
 
+/// An operator's refund of what an open finding names (a charge we cannot match): the
+/// charge is refunded (idempotently) and the finding resolved. False if the finding is not
+/// open or names no charge.
+pub async fn refund_finding(reconciler: &Reconciler, id: Uuid) -> Result<bool, ApiError> {
+    let row: Option<(Option<Uuid>, Option<String>)> = sqlx::query_as(
+        "SELECT payment_id, provider_charge_id FROM reconcile_findings WHERE id = $1 AND status = 'open'",
+    )
+    .bind(id)
+    .fetch_optional(&reconciler.db)
+    .await?;
+    let Some((payment_id, Some(charge_id))) = row else {
+        return Ok(false);
+    };
+    refund::refund_charge(&reconciler.db, &reconciler.provider, payment_id, &charge_id).await?;
+    Ok(findings::resolve(&reconciler.db, id).await?)
+}
+
 use crate::{
     error::ApiError,
     payments::{provider::ProviderClient, settle::SettleRules},

@@ -7,12 +7,12 @@ use uuid::Uuid;
 
 use crate::{error::ApiError, payments::provider::ProviderClient};
 
-/// Refunds `charge_id` (taken for `payment_id`) and records it; a payment that was
+/// Refunds `charge_id` (taken for `payment_id`, if it names one of ours) and records it; a payment that was
 /// `refund_due` becomes `refunded`. Doing it again changes nothing.
 pub async fn refund_charge(
     db: &PgPool,
     provider: &ProviderClient,
-    payment_id: Uuid,
+    payment_id: Option<Uuid>,
     charge_id: &str,
 ) -> Result<(), ApiError> {
     let refund_id = provider.refund(charge_id).await?;

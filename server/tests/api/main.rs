@@ -11,6 +11,7 @@ mod fulfillment;
 mod helpers;
 mod idempotency;
 mod mailer;
+mod operator;
 mod orders;
 mod outbox;
 mod payment_attempts;

@@ -1,0 +1,43 @@
+//! The operator console, `/operator`: server-rendered with askama (no wasm), behind a login
+//! ([`auth`]). It shows what an operator of this shop looks at: outbox and consumer lag,
+//! dead letters, idempotency keys and payments by state, reconciliation runs and findings,
+//! callback anomalies and recent emails; and it offers the actions on them: run the
+//! reconciler, resolve or refund a finding, retry or discard a dead letter.
+
+pub mod auth;
+mod pages;
+
+use axum::{
+    routing::{get, post},
+    Router,
+};
+
+use crate::startup::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/operator/login", get(pages::login_page).post(pages::login))
+        .route("/operator/logout", post(pages::logout))
+        .route("/operator", get(pages::overview))
+        .route("/operator/reconciliation", get(pages::reconciliation))
+        .route("/operator/reconciliation/run", post(pages::run_reconciler))
+        .route(
+            "/operator/findings/{id}/resolve",
+            post(pages::resolve_finding),
+        )
+        .route(
+            "/operator/findings/{id}/refund",
+            post(pages::refund_finding),
+        )
+        .route("/operator/dead-letters", get(pages::dead_letters))
+        .route(
+            "/operator/dead-letters/{id}/retry",
+            post(pages::retry_dead_letter),
+        )
+        .route(
+            "/operator/dead-letters/{id}/discard",
+            post(pages::discard_dead_letter),
+        )
+        .route("/operator/emails", get(pages::emails))
+        .route("/operator/emails/{id}", get(pages::email))
+}

@@ -1,0 +1,387 @@
+//! The console's pages and actions. Every action checks the form's CSRF token first and
+//! answers with a redirect to its page, carrying a short notice.
+
+use std::sync::Arc;
+
+use askama::Template;
+use axum::{
+    extract::{Path, Query, State},
+    http::{header, StatusCode},
+    response::{Html, IntoResponse, Redirect, Response},
+    Form,
+};
+use serde::Deserialize;
+use sqlx::PgPool;
+use tower_sessions::Session;
+use uuid::Uuid;
+
+use super::auth::{self, Operator};
+use crate::{
+    consumer::Handler, dead_letters, error::ApiError, fulfillment::Fulfillment, reconcile,
+    startup::AppState,
+};
+
+#[derive(Deserialize)]
+pub struct CsrfForm {
+    csrf: String,
+}
+
+#[derive(Deserialize)]
+pub struct LoginForm {
+    csrf: String,
+    password: String,
+}
+
+#[derive(Deserialize, Default)]
+pub struct Notice {
+    notice: Option<String>,
+}
+
+fn render(template: impl Template) -> Response {
+    match template.render() {
+        Ok(html) => Html(html).into_response(),
+        Err(e) => ApiError::Internal(e.into()).into_response(),
+    }
+}
+
+fn back(to: &str, notice: &str) -> Response {
+    let notice: String = url_escape(notice);
+    Redirect::to(&format!("{to}?notice={notice}")).into_response()
+}
+
+fn url_escape(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+fn forbidden() -> Response {
+    (
+        StatusCode::FORBIDDEN,
+        "the form's CSRF token is missing or wrong",
+    )
+        .into_response()
+}
+
+#[derive(Template)]
+#[template(path = "operator/login.html")]
+struct LoginPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+}
+
+pub async fn login_page(session: Session, Query(notice): Query<Notice>) -> Response {
+    match auth::csrf_token(&session).await {
+        Ok(csrf) => render(LoginPage {
+            logged_in: false,
+            csrf,
+            notice: notice.notice,
+        }),
+        Err(response) => response,
+    }
+}
+
+pub async fn login(
+    State(state): State<AppState>,
+    session: Session,
+    Form(form): Form<LoginForm>,
+) -> Response {
+    if !auth::csrf_ok(&session, &form.csrf).await {
+        return forbidden();
+    }
+    let expected = state
+        .config
+        .operator_password
+        .as_deref()
+        .unwrap_or_default();
+    if expected.is_empty() || !auth::password_matches(expected, &form.password) {
+        tracing::warn!("operator console: a wrong password was given");
+        let csrf = auth::csrf_token(&session).await.unwrap_or_default();
+        let page = LoginPage {
+            logged_in: false,
+            csrf,
+            notice: Some("Wrong password.".into()),
+        };
+        return (StatusCode::UNAUTHORIZED, render(page)).into_response();
+    }
+    if let Err(response) = auth::log_in(&session).await {
+        return response;
+    }
+    Redirect::to("/operator").into_response()
+}
+
+pub async fn logout(operator: Operator, Form(form): Form<CsrfForm>) -> Response {
+    if !auth::csrf_ok(&operator.session, &form.csrf).await {
+        return forbidden();
+    }
+    auth::log_out(&operator.session).await;
+    Redirect::to("/operator/login").into_response()
+}
+
+#[derive(Template)]
+#[template(path = "operator/overview.html")]
+struct OverviewPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    figures: Vec<(String, String)>,
+}
+
+pub async fn overview(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, ApiError> {
+    let figures = figures(&db).await?;
+    Ok(render(OverviewPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: notice.notice,
+        figures,
+    }))
+}
+
+/// The overview's figures, each read from the database (the same on every instance).
+async fn figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let single: [(&str, &str); 8] = [
+        ("Outbox: unpublished events", "SELECT count(*)::text FROM outbox_events WHERE published_at IS NULL"),
+        ("Outbox: oldest unpublished (s)", "SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0') FROM outbox_events WHERE published_at IS NULL"),
+        ("Consumers: deliveries waiting (PostgreSQL bus)", "SELECT count(*)::text FROM bus_deliveries WHERE settled_at IS NULL"),
+        ("Dead letters waiting", "SELECT count(*)::text FROM dead_letters WHERE status = 'dead'"),
+        ("Emails queued", "SELECT count(*)::text FROM emails WHERE status = 'queued'"),
+        ("Open findings", "SELECT count(*)::text FROM reconcile_findings WHERE status = 'open'"),
+        ("Last reconciliation", "SELECT coalesce((SELECT status || ' at ' || to_char(started_at, 'YYYY-MM-DD HH24:MI:SS') || ', ' || findings || ' new findings' FROM reconcile_runs ORDER BY started_at DESC LIMIT 1), 'never')"),
+        ("Callback anomalies (amount mismatch, unknown payment)", "SELECT count(*)::text FROM payment_callbacks WHERE outcome IN ('amount_mismatch', 'unknown_payment')"),
+    ];
+    let mut figures = Vec::new();
+    for (label, sql) in single {
+        let value: String = sqlx::query_scalar(sql).fetch_one(db).await?;
+        figures.push((label.to_owned(), value));
+    }
+    let grouped: [(&str, &str); 2] = [
+        (
+            "Idempotency keys",
+            "SELECT state, count(*) FROM idempotency_keys GROUP BY state ORDER BY state",
+        ),
+        (
+            "Payments",
+            "SELECT status, count(*) FROM payments GROUP BY status ORDER BY status",
+        ),
+    ];
+    for (label, sql) in grouped {
+        let rows: Vec<(String, i64)> = sqlx::query_as(sql).fetch_all(db).await?;
+        for (state, count) in rows {
+            figures.push((format!("{label}: {state}"), count.to_string()));
+        }
+    }
+    Ok(figures)
+}
+
+#[derive(sqlx::FromRow)]
+struct RunRow {
+    started_at: chrono::DateTime<chrono::Utc>,
+    status: String,
+    charges_seen: i32,
+    findings: i32,
+    error: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "operator/reconciliation.html")]
+struct ReconciliationPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    findings: Vec<reconcile::FindingRow>,
+    runs: Vec<RunRow>,
+}
+
+pub async fn reconciliation(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, ApiError> {
+    let findings = reconcile::list_findings(&db).await?;
+    let runs = sqlx::query_as(
+        "SELECT started_at, status, charges_seen, findings, error FROM reconcile_runs ORDER BY started_at DESC LIMIT 20",
+    )
+    .fetch_all(&db)
+    .await?;
+    Ok(render(ReconciliationPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: notice.notice,
+        findings,
+        runs,
+    }))
+}
+
+pub async fn run_reconciler(
+    operator: Operator,
+    State(state): State<AppState>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !auth::csrf_ok(&operator.session, &form.csrf).await {
+        return forbidden();
+    }
+    let notice = match state.worker_context().reconciler().try_execute_task().await {
+        Ok(Some(run)) => format!(
+            "Run finished: {} charges seen, {} new findings.",
+            run.charges_seen, run.findings
+        ),
+        Ok(None) => "Another run is under way.".to_owned(),
+        Err(e) => format!("The run failed: {e}"),
+    };
+    back("/operator/reconciliation", &notice)
+}
+
+pub async fn resolve_finding(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Path(id): Path<Uuid>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, ApiError> {
+    if !auth::csrf_ok(&operator.session, &form.csrf).await {
+        return Ok(forbidden());
+    }
+    let notice = if reconcile::resolve_finding(&db, id).await? {
+        "Finding resolved."
+    } else {
+        "That finding is not open."
+    };
+    Ok(back("/operator/reconciliation", notice))
+}
+
+pub async fn refund_finding(
+    operator: Operator,
+    State(state): State<AppState>,
+    Path(id): Path<Uuid>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, ApiError> {
+    if !auth::csrf_ok(&operator.session, &form.csrf).await {
+        return Ok(forbidden());
+    }
+    let notice = match reconcile::refund_finding(&state.worker_context().reconciler(), id).await? {
+        true => "Refunded, and the finding is resolved.",
+        false => "That finding has no charge to refund, or is not open.",
+    };
+    Ok(back("/operator/reconciliation", notice))
+}
+
+#[derive(Template)]
+#[template(path = "operator/dead_letters.html")]
+struct DeadLettersPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    letters: Vec<dead_letters::DeadLetter>,
+}
+
+pub async fn dead_letters(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, ApiError> {
+    let letters = dead_letters::list(&db).await?;
+    Ok(render(DeadLettersPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: notice.notice,
+        letters,
+    }))
+}
+
+pub async fn retry_dead_letter(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Path(id): Path<Uuid>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    if !auth::csrf_ok(&operator.session, &form.csrf).await {
+        return forbidden();
+    }
+    let handler: Arc<dyn Handler> = Arc::new(Fulfillment { db: db.clone() });
+    let notice = match dead_letters::retry(&db, &handler, id).await {
+        Ok(handled) => format!("Retried: {handled:?}."),
+        Err(e) => format!("Not retried: {e}"),
+    };
+    back("/operator/dead-letters", &notice)
+}
+
+pub async fn discard_dead_letter(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Path(id): Path<Uuid>,
+    Form(form): Form<CsrfForm>,
+) -> Result<Response, ApiError> {
+    if !auth::csrf_ok(&operator.session, &form.csrf).await {
+        return Ok(forbidden());
+    }
+    let notice = if dead_letters::discard(&db, id).await? {
+        "Discarded."
+    } else {
+        "That dead letter is not waiting."
+    };
+    Ok(back("/operator/dead-letters", notice))
+}
+
+#[derive(sqlx::FromRow)]
+struct EmailRow {
+    id: Uuid,
+    recipient: String,
+    subject: String,
+    status: String,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+#[derive(Template)]
+#[template(path = "operator/emails.html")]
+struct EmailsPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    emails: Vec<EmailRow>,
+}
+
+pub async fn emails(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Query(notice): Query<Notice>,
+) -> Result<Response, ApiError> {
+    let emails = sqlx::query_as(
+        "SELECT id, recipient, subject, status, created_at FROM emails ORDER BY created_at DESC LIMIT 100",
+    )
+    .fetch_all(&db)
+    .await?;
+    Ok(render(EmailsPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: notice.notice,
+        emails,
+    }))
+}
+
+/// One email as the shopper got it (sandboxed: nothing in it runs on this origin).
+pub async fn email(
+    _operator: Operator,
+    State(db): State<PgPool>,
+    Path(id): Path<Uuid>,
+) -> Result<Response, ApiError> {
+    let html: String = sqlx::query_scalar("SELECT html_body FROM emails WHERE id = $1")
+        .bind(id)
+        .fetch_optional(&db)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (header::CONTENT_SECURITY_POLICY, "sandbox"),
+        ],
+        html,
+    )
+        .into_response())
+}

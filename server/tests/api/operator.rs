@@ -1,0 +1,219 @@
+//! The operator console: nothing without the password, nothing without the form's CSRF
+//! token, and the actions do what they say.
+
+use crate::helpers::*;
+
+const PASSWORD: &str = "operator-test-password";
+
+async fn spawn_console() -> TestApp {
+    spawn_chain(OnBus::Postgres, |config| {
+        config.operator_password = Some(PASSWORD.into());
+    })
+    .await
+}
+
+/// The CSRF token in a console page's forms.
+fn csrf_in(html: &str) -> String {
+    let at = html
+        .find("name=\"csrf\" value=\"")
+        .expect("a form with a CSRF token")
+        + 19;
+    html[at..].split('"').next().unwrap().to_owned()
+}
+
+async fn login(app: &TestApp, client: &reqwest::Client, password: &str) -> reqwest::Response {
+    let page = app.get_text(client, "/operator/login").await;
+    client
+        .post(app.url("/operator/login"))
+        .form(&[("csrf", csrf_in(&page).as_str()), ("password", password)])
+        .send()
+        .await
+        .unwrap()
+}
+
+/// A client logged in as the operator, and its CSRF token.
+async fn operator(app: &TestApp) -> (reqwest::Client, String) {
+    let client = shopper();
+    app.open_session(&client).await;
+    assert_eq!(login(app, &client, PASSWORD).await.status(), 303);
+    let page = app.get_text(&client, "/operator/reconciliation").await;
+    let csrf = csrf_in(&page);
+    (client, csrf)
+}
+
+const PAGES: [&str; 4] = [
+    "/operator",
+    "/operator/reconciliation",
+    "/operator/dead-letters",
+    "/operator/emails",
+];
+
+async fn a_dead_letter(app: &TestApp) -> uuid::Uuid {
+    sqlx::query_scalar(
+        "INSERT INTO dead_letters (id, consumer, message_id, subject, body, error, deliveries)
+         VALUES (gen_random_uuid(), 'fulfillment', 'm1', 'order.paid', '\\x7b7d', 'boom', 3) RETURNING id",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_shopper_reaches_no_page_and_no_action() {
+    let app = spawn_console().await;
+    let letter = a_dead_letter(&app).await;
+    // The app's client is a shopper with a session of its own.
+    for page in PAGES {
+        let response = app.client.get(app.url(page)).send().await.unwrap();
+        assert_eq!(response.status(), 303, "{page}");
+        assert_eq!(response.headers()["location"], "/operator/login");
+    }
+    let actions = [
+        "/operator/reconciliation/run".to_owned(),
+        format!("/operator/dead-letters/{letter}/retry"),
+        format!("/operator/dead-letters/{letter}/discard"),
+        format!("/operator/findings/{}/resolve", uuid::Uuid::new_v4()),
+        format!("/operator/findings/{}/refund", uuid::Uuid::new_v4()),
+        "/operator/logout".to_owned(),
+    ];
+    for action in &actions {
+        let response = app
+            .client
+            .post(app.url(action))
+            .form(&[("csrf", "x")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 403, "{action}");
+    }
+    assert_eq!(app.count("reconcile_runs").await, 0);
+    assert_eq!(app.count_where("dead_letters", "status = 'dead'").await, 1);
+    let email = app
+        .client
+        .get(app.url(&format!("/operator/emails/{}", uuid::Uuid::new_v4())))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(email.status(), 303);
+}
+
+#[tokio::test]
+async fn a_wrong_password_is_refused_and_the_right_one_opens_the_console_under_a_new_session() {
+    let app = spawn_console().await;
+    let client = shopper();
+    app.open_session(&client).await;
+    let refused = login(&app, &client, "guess").await;
+    assert_eq!(refused.status(), 401);
+    assert!(refused.text().await.unwrap().contains("Wrong password"));
+    assert_eq!(
+        client
+            .get(app.url("/operator"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
+
+    let accepted = login(&app, &client, PASSWORD).await;
+    let new_cookie = accepted
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .any(|c| c.to_str().unwrap().starts_with("once_session="));
+    assert!(
+        new_cookie,
+        "logging in issues a new session id (no fixation)"
+    );
+    assert_eq!(accepted.status(), 303);
+    assert_eq!(accepted.headers()["location"], "/operator");
+    let overview = app.get_text(&client, "/operator").await;
+    assert!(overview.contains("Outbox: unpublished events"));
+    assert!(overview.contains("Dead letters waiting") && overview.contains("Last reconciliation"));
+}
+
+#[tokio::test]
+async fn a_login_or_an_action_without_the_forms_token_is_refused() {
+    let app = spawn_console().await;
+    let client = shopper();
+    app.open_session(&client).await;
+    app.get_text(&client, "/operator/login").await;
+    let forged = client
+        .post(app.url("/operator/login"))
+        .form(&[("csrf", "forged"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forged.status(), 403);
+
+    let (client, _csrf) = operator(&app).await;
+    let letter = a_dead_letter(&app).await;
+    for form in [vec![("csrf", "forged")], vec![]] {
+        let response = client
+            .post(app.url(&format!("/operator/dead-letters/{letter}/discard")))
+            .form(&form)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            matches!(response.status().as_u16(), 403 | 422),
+            "{}",
+            response.status()
+        );
+    }
+    assert_eq!(
+        app.count_where("dead_letters", "status = 'dead'").await,
+        1,
+        "nothing was done"
+    );
+}
+
+#[tokio::test]
+async fn the_actions_run_the_reconciler_and_handle_dead_letters() {
+    let app = spawn_console().await;
+    let (client, csrf) = operator(&app).await;
+    let letter = a_dead_letter(&app).await;
+    let discard = client
+        .post(app.url(&format!("/operator/dead-letters/{letter}/discard")))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(discard.status(), 303);
+    assert_eq!(
+        app.count_where("dead_letters", "status = 'discarded'")
+            .await,
+        1
+    );
+
+    // The provider is unreachable in this app: the run is recorded as failed, and said so.
+    let run = client
+        .post(app.url("/operator/reconciliation/run"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 303);
+    let page = app
+        .get_text(&client, run.headers()["location"].to_str().unwrap())
+        .await;
+    assert!(page.contains("The run failed"), "{page}");
+    assert_eq!(app.count("reconcile_runs").await, 1);
+
+    let logout = client
+        .post(app.url("/operator/logout"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(logout.status(), 303);
+    assert_eq!(
+        client
+            .get(app.url("/operator"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        303
+    );
+}
