@@ -118,7 +118,7 @@ CREATE TABLE dead_letters (
     updated_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT dead_letters_pkey PRIMARY KEY (id),
     CONSTRAINT dead_letters_one_per_message UNIQUE (consumer, message_id),
-    CONSTRAINT dead_letters_status_valid CHECK (status IN ('dead', 'retried', 'discarded'))
+    CONSTRAINT dead_letters_status_valid CHECK (status IN ('dead', 'retrying', 'retried', 'discarded'))
 );
 
 -- The mailer is woken when an email is queued (polling covers lost notifications).

@@ -15,11 +15,11 @@ async function providerCharges(page: Page, orderId: string): Promise<number> {
   const payments: any[] = await (await page.request.get(`/api/orders/${orderId}/payments`)).json();
   const references = new Set(payments.map((p) => p.id));
   const ledger = await (await page.request.get(`${PROVIDER()}/v1/transactions?limit=100`)).json();
-  let count = ledger.data.filter((c: any) => references.has(c.reference)).length;
+  let count = ledger.data.filter((c: any) => c.kind === 'charge' && references.has(c.reference)).length;
   let cursor = ledger.next_cursor;
   while (cursor) {
     const next = await (await page.request.get(`${PROVIDER()}/v1/transactions?limit=100&starting_after=${cursor}`)).json();
-    count += next.data.filter((c: any) => references.has(c.reference)).length;
+    count += next.data.filter((c: any) => c.kind === 'charge' && references.has(c.reference)).length;
     cursor = next.next_cursor;
   }
   return count;

@@ -17,3 +17,4 @@ CREATE TABLE refunds (
 -- The ledger is read by time (with an overlap window on the reader's side), not by tx_no,
 -- which is handed out at insert and does not follow commit order.
 CREATE INDEX charges_created_idx ON charges (created_at, id);
+CREATE INDEX refunds_created_idx ON refunds (created_at, id);

@@ -1,5 +1,5 @@
-//! `GET /v1/transactions`: the provider's ledger, oldest first, so a merchant can reconcile
-//! its books against ours.
+//! `GET /v1/transactions`: the provider's ledger — charges and refunds — oldest first, so a
+//! merchant can reconcile its books against ours.
 //!
 //! The order is the time a charge was recorded, then its id; `starting_after` is an opaque
 //! cursor (`<micros>_<id>`) and `since` (RFC 3339) starts at a time. Neither cursor can
@@ -17,11 +17,29 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::{
-    charges::{Charge, CHARGE_COLUMNS},
-    error::ProviderError,
-    startup::ProviderState,
-};
+use crate::{error::ProviderError, startup::ProviderState};
+
+/// One ledger entry: a charge (`kind: charge`, its status) or a refund (`kind: refund`,
+/// status `refunded`, naming the charge it gave back).
+#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+pub struct Entry {
+    pub kind: String,
+    pub id: String,
+    pub charge_id: Option<String>,
+    pub amount_cents: i64,
+    pub currency: String,
+    pub reference: String,
+    pub status: String,
+    pub failure_code: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+const ENTRIES: &str = "
+    SELECT 'charge' AS kind, id, NULL::text AS charge_id, amount_cents, currency, reference, status,
+           failure_code, created_at FROM charges
+    UNION ALL
+    SELECT 'refund', id, charge_id, amount_cents, currency, reference, 'refunded', NULL, created_at
+      FROM refunds";
 
 const MAX_PAGE: i64 = 100;
 
@@ -38,13 +56,13 @@ struct Page {
 
 #[derive(Serialize)]
 struct Transactions {
-    data: Vec<Charge>,
+    data: Vec<Entry>,
     has_more: bool,
     next_cursor: Option<String>,
 }
 
-fn cursor_of(charge: &Charge) -> String {
-    format!("{}_{}", charge.created_at.timestamp_micros(), charge.id)
+fn cursor_of(entry: &Entry) -> String {
+    format!("{}_{}", entry.created_at.timestamp_micros(), entry.id)
 }
 
 fn parse_cursor(cursor: &str) -> Result<(DateTime<Utc>, String), ProviderError> {
@@ -71,8 +89,8 @@ async fn list(
         }
         (None, since) => (since, String::new()),
     };
-    let mut data: Vec<Charge> = sqlx::query_as(&format!(
-        "SELECT {CHARGE_COLUMNS} FROM charges
+    let mut data: Vec<Entry> = sqlx::query_as(&format!(
+        "SELECT * FROM ({ENTRIES}) ledger
           WHERE (created_at, id) > (coalesce($1, '-infinity'::timestamptz), $2)
           ORDER BY created_at, id LIMIT $3"
     ))

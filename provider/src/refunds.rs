@@ -104,7 +104,15 @@ async fn create(
             format!("charge {} was refunded under another key", charge.id),
         ));
     };
-    webhooks::enqueue_event(&mut tx, &charge, "charge.refunded", &settings.get().chaos).await?;
+    let tx_no = format!("txn_{}", refund.id);
+    webhooks::enqueue_event(
+        &mut tx,
+        &charge,
+        "charge.refunded",
+        &tx_no,
+        &settings.get().chaos,
+    )
+    .await?;
     tx.commit().await?;
     tracing::info!(refund = %refund.id, charge = %charge.id, "refund recorded");
     Ok((StatusCode::CREATED, Json(refund)).into_response())

@@ -32,15 +32,18 @@ pub async fn enqueue(
         "failed" => "charge.failed",
         _ => return Ok(()), // no outcome yet, nothing to announce
     };
-    enqueue_event(tx, charge, event_type, chaos).await
+    let tx_no = format!("txn_{:010}", charge.tx_no);
+    enqueue_event(tx, charge, event_type, &tx_no, chaos).await
 }
 
-/// Queues `event_type` about `charge` (`charge.refunded` for a refund), unless the chaos
-/// knobs lose webhooks for good.
+/// Queues `event_type` about `charge` (`charge.refunded` for a refund) under its own
+/// transaction number `tx_no` (merchants dedup callbacks on it, so a refund must never
+/// share its charge's), unless the chaos knobs lose webhooks for good.
 pub async fn enqueue_event(
     tx: &mut PgConnection,
     charge: &Charge,
     event_type: &str,
+    tx_no: &str,
     chaos: &Chaos,
 ) -> Result<(), sqlx::Error> {
     if chaos.drop_webhooks {
@@ -48,7 +51,6 @@ pub async fn enqueue_event(
         return Ok(());
     }
     let event_id = format!("evt_{}", uuid::Uuid::new_v4().simple());
-    let tx_no = format!("txn_{:010}", charge.tx_no);
     let payload = json!({
         "id": event_id,
         "type": event_type,

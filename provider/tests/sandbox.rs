@@ -312,3 +312,87 @@ fn the_provider_refuses_to_start_without_a_webhook_secret() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("PROVIDER_WEBHOOK_SECRET"), "{stderr}");
 }
+
+impl Sandbox {
+    async fn refund(&self, key: &str, charge_id: &str) -> reqwest::Response {
+        self.http
+            .post(format!("{}/v1/refunds", self.url))
+            .header("idempotency-key", key)
+            .json(&json!({ "charge_id": charge_id }))
+            .send()
+            .await
+            .unwrap()
+    }
+
+    async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(sql).fetch_one(&self.db).await.unwrap()
+    }
+}
+
+#[tokio::test]
+async fn a_refund_is_idempotent_one_per_charge_in_the_ledger_and_announced() {
+    let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/".into()).await;
+    let charge = sandbox.charge_json("r1", "4242424242424242", 1800).await;
+    let charge_id = charge["id"].as_str().unwrap();
+
+    let first = sandbox.refund("refund-r1", charge_id).await;
+    assert_eq!(first.status(), 201);
+    let first: Value = first.json().await.unwrap();
+    let again = sandbox.refund("refund-r1", charge_id).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let again: Value = again.json().await.unwrap();
+    assert_eq!(first, again, "the same key replays the same refund");
+    // Another key cannot refund the charge a second time.
+    assert_eq!(
+        sandbox.refund("refund-r1-bis", charge_id).await.status(),
+        400
+    );
+    assert_eq!(sandbox.count("SELECT count(*) FROM refunds").await, 1);
+    assert_eq!(
+        sandbox
+            .count("SELECT count(*) FROM webhook_deliveries WHERE event_type = 'charge.refunded'")
+            .await,
+        1
+    );
+    let ledger: Value = sandbox
+        .http
+        .get(format!("{}/v1/transactions", sandbox.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = ledger["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["charge", "refund"]);
+}
+
+#[tokio::test]
+async fn chaos_can_lose_webhooks_for_good_and_charge_twice() {
+    let chaos = Chaos {
+        drop_webhooks: true,
+        charge_twice: true,
+        ..Chaos::default()
+    };
+    let sandbox = spawn(chaos, "http://127.0.0.1:9/".into()).await;
+    sandbox.charge_json("twice", "4242424242424242", 1800).await;
+    assert_eq!(
+        sandbox
+            .count(
+                "SELECT count(*) FROM charges WHERE reference = 'twice' AND status = 'succeeded'"
+            )
+            .await,
+        2
+    );
+    assert_eq!(
+        sandbox
+            .count("SELECT count(*) FROM webhook_deliveries")
+            .await,
+        0
+    );
+}

@@ -73,21 +73,25 @@ pub enum RetryError {
     Database(#[from] sqlx::Error),
 }
 
-/// Runs `handler` once more on dead letter `id`. On success the letter is `retried`; on
-/// failure it stays dead with the new error.
+/// Runs `handler` once more on dead letter `id`. The letter is claimed first (`dead →
+/// retrying`), so a second retry or a discard meanwhile finds nothing to do. On success it
+/// is `retried`; on failure it is dead again with the new error.
 pub async fn retry(
     db: &PgPool,
     handler: &Arc<dyn Handler>,
     id: Uuid,
 ) -> Result<Handled, RetryError> {
     let row: Option<(String, String, String, Vec<u8>)> = sqlx::query_as(
-        "SELECT consumer, message_id, subject, body FROM dead_letters WHERE id = $1 AND status = 'dead'",
+        "UPDATE dead_letters SET status = 'retrying', updated_at = now()
+          WHERE id = $1 AND status = 'dead'
+      RETURNING consumer, message_id, subject, body",
     )
     .bind(id)
     .fetch_optional(db)
     .await?;
     let (consumer, message_id, subject, body) = row.ok_or(RetryError::NotDead(id))?;
     if consumer != handler.name() {
+        set_status(db, id, "dead", None).await?;
         return Err(RetryError::WrongConsumer(id, consumer, handler.name()));
     }
     let message = Message {
@@ -131,7 +135,8 @@ async fn set_status(
     error: Option<&str>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "UPDATE dead_letters SET status = $2, error = coalesce($3, error), updated_at = now() WHERE id = $1",
+        "UPDATE dead_letters SET status = $2, error = coalesce($3, error), updated_at = now()
+          WHERE id = $1 AND status = 'retrying'",
     )
     .bind(id)
     .bind(status)

@@ -228,12 +228,17 @@ pub async fn run_reconciler(
     if !auth::csrf_ok(&operator.session, &form.csrf).await {
         return forbidden();
     }
-    let notice = match state.worker_context().reconciler().try_execute_task().await {
-        Ok(Some(run)) => format!(
+    // Its own task: a request abandoned halfway (a closed tab, a proxy timeout) does not
+    // cut the run short between a repair and its record.
+    let reconciler = state.worker_context().reconciler();
+    let run = tokio::spawn(async move { reconciler.try_execute_task().await }).await;
+    let notice = match run {
+        Ok(Ok(Some(run))) => format!(
             "Run finished: {} charges seen, {} new findings.",
             run.charges_seen, run.findings
         ),
-        Ok(None) => "Another run is under way.".to_owned(),
+        Ok(Ok(None)) => "Another run is under way.".to_owned(),
+        Ok(Err(e)) => format!("The run failed: {e}"),
         Err(e) => format!("The run failed: {e}"),
     };
     back("/operator/reconciliation", &notice)

@@ -94,7 +94,11 @@ pub async fn charge_succeeded(
             currency: charge.currency.clone(),
         });
     }
-    if matches!(target.payment_status.as_str(), "succeeded" | "refund_due") {
+    // `refunded` is final too: a success that arrives after its refund changes nothing.
+    if matches!(
+        target.payment_status.as_str(),
+        "succeeded" | "refund_due" | "refunded"
+    ) {
         return Ok(Applied::AlreadyApplied);
     }
     if target.order_status != "pending_payment" {

@@ -189,9 +189,9 @@ async fn reply_for(
         "succeeded" => {
             idempotency::Reply::created(format!("/api/orders/{}/payments", view.order_id), view)?
         }
-        "refund_due" => idempotency::Reply::refusal(&ApiError::unprocessable(
+        "refund_due" | "refunded" => idempotency::Reply::refusal(&ApiError::unprocessable(
             "order-not-payable",
-            "the order was paid or cancelled meanwhile; this charge will be refunded",
+            "the order was paid or cancelled meanwhile; this charge is refunded",
         )),
         "failed" if code == settle::NOT_CHARGED => {
             idempotency::Reply::refusal(&ApiError::unprocessable(

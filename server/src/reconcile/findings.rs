@@ -55,8 +55,13 @@ pub struct Finding<'a> {
     pub detail: String,
 }
 
-/// Records a finding of run `run_id`; false if it was recorded before.
-pub async fn record(db: &PgPool, run_id: Uuid, finding: Finding<'_>) -> Result<bool, sqlx::Error> {
+/// Records a finding of run `run_id`; false if it was recorded before. Repairs record their
+/// finding in their own transaction, so a repair is never left without its record.
+pub async fn record(
+    db: impl sqlx::PgExecutor<'_>,
+    run_id: Uuid,
+    finding: Finding<'_>,
+) -> Result<bool, sqlx::Error> {
     let kind = finding.kind;
     let inserted = sqlx::query(
         "INSERT INTO reconcile_findings (id, run_id, kind, subject, payment_id, provider_charge_id, status, detail)

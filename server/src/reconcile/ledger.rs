@@ -1,14 +1,16 @@
-//! Checking one charge of the provider's ledger against our payment attempt.
+//! Checking one entry of the provider's ledger against our payment attempt. Decided on the
+//! attempt's row under its lock (apply takes it), or on a fresh read for refunds, which the
+//! provider makes idempotent.
 //!
 //! | provider | ours | what the run does |
 //! |---|---|---|
 //! | succeeded | no attempt with that reference | `unknown_reference`, flagged |
 //! | succeeded | amount or currency differ | `amount_mismatch`, flagged |
+//! | succeeded | succeeded / refund_due / refunded with another charge | refunded: `double_charge` |
+//! | succeeded | `refund_due` with this charge | refunded: `refund_due` |
 //! | succeeded | pending or failed, order payable | applied like a callback: `missed_success` |
 //! | succeeded | pending or failed, order paid by another attempt | refunded: `refund_due` |
-//! | succeeded | `refund_due` with this charge | refunded: `refund_due` |
-//! | succeeded | succeeded with another charge | refunded: `double_charge` |
-//! | succeeded | succeeded with this charge, or refunded | nothing |
+//! | succeeded | succeeded or refunded with this charge | nothing |
 //! | anything else | | nothing (pending attempts are the local check's) |
 
 use uuid::Uuid;
@@ -34,7 +36,7 @@ struct Ours {
 }
 
 impl Reconciler {
-    /// Checks one ledger charge; true if it produced a new finding.
+    /// Checks one ledger entry; true if it produced a new finding.
     pub(super) async fn check_charge(
         &self,
         run_id: Uuid,
@@ -44,13 +46,8 @@ impl Reconciler {
             return Ok(false);
         }
         let payment_id = Uuid::parse_str(&charge.reference).ok();
-        let ours: Option<Ours> = match payment_id {
-            Some(id) => sqlx::query_as(
-                "SELECT status, amount_cents, currency, provider_charge_id FROM payments WHERE id = $1",
-            )
-            .bind(id)
-            .fetch_optional(&self.db)
-            .await?,
+        let ours = match payment_id {
+            Some(id) => self.ours(id).await?,
             None => None,
         };
         let (Some(payment_id), Some(ours)) = (payment_id, ours) else {
@@ -59,14 +56,7 @@ impl Reconciler {
                 charge.id, charge.reference
             );
             return self
-                .found(
-                    run_id,
-                    Kind::UnknownReference,
-                    &charge.id,
-                    None,
-                    charge,
-                    detail,
-                )
+                .flag(run_id, Kind::UnknownReference, None, charge, detail)
                 .await;
         };
         if ours.amount_cents != charge.amount_cents || ours.currency != charge.currency {
@@ -75,40 +65,63 @@ impl Reconciler {
                 charge.amount_cents, charge.currency, ours.amount_cents, ours.currency
             );
             return self
-                .found(
+                .flag(
                     run_id,
                     Kind::AmountMismatch,
-                    &charge.id,
                     Some(payment_id),
                     charge,
                     detail,
                 )
                 .await;
         }
+        self.settle_charge(run_id, payment_id, &ours, charge).await
+    }
+
+    async fn ours(&self, payment_id: Uuid) -> Result<Option<Ours>, sqlx::Error> {
+        sqlx::query_as(
+            "SELECT status, amount_cents, currency, provider_charge_id FROM payments WHERE id = $1",
+        )
+        .bind(payment_id)
+        .fetch_optional(&self.db)
+        .await
+    }
+
+    async fn settle_charge(
+        &self,
+        run_id: Uuid,
+        payment_id: Uuid,
+        ours: &Ours,
+        charge: &Charge,
+    ) -> Result<bool, ApiError> {
         let own_charge = ours.provider_charge_id.as_deref() == Some(charge.id.as_str());
+        let settled = matches!(
+            ours.status.as_str(),
+            "succeeded" | "refund_due" | "refunded"
+        );
         match ours.status.as_str() {
-            "succeeded" if own_charge => Ok(false),
-            "refunded" => Ok(false),
-            "succeeded" => {
-                refund::refund_charge(&self.db, &self.provider, Some(payment_id), &charge.id)
-                    .await?;
-                let detail = format!("a second charge {} for a paid attempt: refunded", charge.id);
-                self.found(
+            _ if settled && ours.provider_charge_id.is_none() => {
+                let detail = format!(
+                    "charge {} for a settled attempt that records no charge",
+                    charge.id
+                );
+                self.flag(
                     run_id,
-                    Kind::DoubleCharge,
-                    &charge.id,
+                    Kind::AmountMismatch,
                     Some(payment_id),
                     charge,
                     detail,
                 )
                 .await
             }
-            "refund_due" if own_charge => self.refund_due(run_id, payment_id, charge).await,
+            _ if settled && !own_charge => self.refund_double(run_id, payment_id, charge).await,
+            "refund_due" => self.refund_due(run_id, payment_id, charge).await,
+            "succeeded" | "refunded" => Ok(false),
             _ => self.apply_missed(run_id, payment_id, charge).await,
         }
     }
 
-    /// A success we never applied: applied now, through the same path as a callback.
+    /// A success we never applied: applied now, through the same path as a callback, with
+    /// its finding in the same transaction.
     async fn apply_missed(
         &self,
         run_id: Uuid,
@@ -121,10 +134,9 @@ impl Reconciler {
             Err(ApplyError::AmountMismatch { .. }) => {
                 let detail = format!("charge {} does not match its order's total", charge.id);
                 return self
-                    .found(
+                    .flag(
                         run_id,
                         Kind::AmountMismatch,
-                        &charge.id,
                         Some(payment_id),
                         charge,
                         detail,
@@ -133,26 +145,65 @@ impl Reconciler {
             }
             Err(e) => return Err(e.into()),
         };
-        tx.commit().await?;
         match applied {
             Applied::Paid => {
                 let detail = format!(
                     "charge {} succeeded but was never applied: the order is paid now",
                     charge.id
                 );
-                self.found(
-                    run_id,
-                    Kind::MissedSuccess,
-                    &charge.id,
-                    Some(payment_id),
-                    charge,
+                let finding = Finding {
+                    kind: Kind::MissedSuccess,
+                    subject: &charge.id,
+                    payment_id: Some(payment_id),
+                    charge_id: Some(&charge.id),
                     detail,
-                )
-                .await
+                };
+                let new = findings::record(&mut *tx, run_id, finding).await?;
+                tx.commit().await?;
+                Ok(new)
             }
-            Applied::RefundDue => self.refund_due(run_id, payment_id, charge).await,
-            Applied::AlreadyApplied => Ok(false),
+            Applied::RefundDue => {
+                tx.commit().await?;
+                self.refund_due(run_id, payment_id, charge).await
+            }
+            // Settled meanwhile (a callback came first): decide again on what it is now.
+            Applied::AlreadyApplied => {
+                tx.commit().await?;
+                match self.ours(payment_id).await? {
+                    Some(now) if now.provider_charge_id.as_deref() != Some(charge.id.as_str()) => {
+                        self.refund_double(run_id, payment_id, charge).await
+                    }
+                    _ => Ok(false),
+                }
+            }
         }
+    }
+
+    async fn refund_double(
+        &self,
+        run_id: Uuid,
+        payment_id: Uuid,
+        charge: &Charge,
+    ) -> Result<bool, ApiError> {
+        let detail = format!(
+            "a second charge {} for a settled attempt: refunded",
+            charge.id
+        );
+        let finding = Finding {
+            kind: Kind::DoubleCharge,
+            subject: &charge.id,
+            payment_id: Some(payment_id),
+            charge_id: Some(&charge.id),
+            detail,
+        };
+        refund::refund_charge(
+            &self.db,
+            &self.provider,
+            Some(payment_id),
+            &charge.id,
+            Some((run_id, finding)),
+        )
+        .await
     }
 
     async fn refund_due(
@@ -161,34 +212,38 @@ impl Reconciler {
         payment_id: Uuid,
         charge: &Charge,
     ) -> Result<bool, ApiError> {
-        refund::refund_charge(&self.db, &self.provider, Some(payment_id), &charge.id).await?;
         let detail = format!(
             "charge {} came for an order that could not take it: refunded",
             charge.id
         );
-        self.found(
-            run_id,
-            Kind::RefundDue,
-            &charge.id,
-            Some(payment_id),
-            charge,
+        let finding = Finding {
+            kind: Kind::RefundDue,
+            subject: &charge.id,
+            payment_id: Some(payment_id),
+            charge_id: Some(&charge.id),
             detail,
+        };
+        refund::refund_charge(
+            &self.db,
+            &self.provider,
+            Some(payment_id),
+            &charge.id,
+            Some((run_id, finding)),
         )
         .await
     }
 
-    async fn found(
+    async fn flag(
         &self,
         run_id: Uuid,
         kind: Kind,
-        subject: &str,
         payment_id: Option<Uuid>,
         charge: &Charge,
         detail: String,
     ) -> Result<bool, ApiError> {
         let finding = Finding {
             kind,
-            subject,
+            subject: &charge.id,
             payment_id,
             charge_id: Some(&charge.id),
             detail,

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use super::{
     findings::{self, Finding, Kind},
-    Reconciler,
+    refund, Reconciler,
 };
 use crate::{error::ApiError, payments::settle};
 
@@ -29,7 +29,12 @@ impl Reconciler {
             match settle::abandoned_attempt(&self.db, &self.provider, order_id, self.rules).await {
                 Ok(()) => {}
                 Err(ApiError::PaymentInProgress) => continue, // still running or processing
-                Err(e) => return Err(e),
+                Err(e) => {
+                    // One attempt that cannot be settled (its charge disagrees with its
+                    // order, say) must not stop the others: the ledger check flags it.
+                    tracing::warn!(payment = %payment_id, error = %e, "a stranded attempt could not be settled");
+                    continue;
+                }
             }
             let (status, code): (String, Option<String>) =
                 sqlx::query_as("SELECT status, failure_code FROM payments WHERE id = $1")
@@ -63,6 +68,42 @@ impl Reconciler {
                 detail,
             };
             if findings::record(&self.db, run_id, finding).await? {
+                found += 1;
+            }
+        }
+        Ok(found)
+    }
+
+    /// Every attempt whose money is owed back (`refund_due`) is refunded, whether or not the
+    /// ledger window shows its charge again.
+    pub(super) async fn refund_what_is_due(&self, run_id: Uuid) -> Result<usize, ApiError> {
+        let due: Vec<(Uuid, String)> = sqlx::query_as(
+            "SELECT id, provider_charge_id FROM payments
+              WHERE status = 'refund_due' AND provider_charge_id IS NOT NULL
+              ORDER BY updated_at LIMIT 200",
+        )
+        .fetch_all(&self.db)
+        .await?;
+        let mut found = 0;
+        for (payment_id, charge_id) in due {
+            let detail =
+                format!("charge {charge_id} came for an order that could not take it: refunded");
+            let finding = Finding {
+                kind: Kind::RefundDue,
+                subject: &charge_id,
+                payment_id: Some(payment_id),
+                charge_id: Some(&charge_id),
+                detail,
+            };
+            if refund::refund_charge(
+                &self.db,
+                &self.provider,
+                Some(payment_id),
+                &charge_id,
+                Some((run_id, finding)),
+            )
+            .await?
+            {
                 found += 1;
             }
         }

@@ -23,12 +23,15 @@ use uuid::Uuid;
 
 pub use findings::{list as list_findings, resolve as resolve_finding, FindingRow, Kind};
 
-/// An operator's refund of what an open finding names (a charge we cannot match): the
-/// charge is refunded (idempotently) and the finding resolved. False if the finding is not
-/// open or names no charge.
+/// An operator's refund of what an open finding names: only a charge we could not match
+/// (`unknown_reference`, `amount_mismatch`), and never the charge a payment of ours stands
+/// on (refunding that would take back the money of a paid order). The charge is refunded
+/// (idempotently) and the finding resolved. False if the finding does not qualify.
 pub async fn refund_finding(reconciler: &Reconciler, id: Uuid) -> Result<bool, ApiError> {
     let row: Option<(Option<Uuid>, Option<String>)> = sqlx::query_as(
-        "SELECT payment_id, provider_charge_id FROM reconcile_findings WHERE id = $1 AND status = 'open'",
+        "SELECT f.payment_id, f.provider_charge_id FROM reconcile_findings f
+          WHERE f.id = $1 AND f.status = 'open' AND f.kind IN ('unknown_reference', 'amount_mismatch')
+            AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.provider_charge_id = f.provider_charge_id)",
     )
     .bind(id)
     .fetch_optional(&reconciler.db)
@@ -36,7 +39,14 @@ pub async fn refund_finding(reconciler: &Reconciler, id: Uuid) -> Result<bool, A
     let Some((payment_id, Some(charge_id))) = row else {
         return Ok(false);
     };
-    refund::refund_charge(&reconciler.db, &reconciler.provider, payment_id, &charge_id).await?;
+    refund::refund_charge(
+        &reconciler.db,
+        &reconciler.provider,
+        payment_id,
+        &charge_id,
+        None,
+    )
+    .await?;
     Ok(findings::resolve(&reconciler.db, id).await?)
 }
 
@@ -45,8 +55,11 @@ use crate::{
     payments::{provider::ProviderClient, settle::SettleRules},
 };
 
-/// How long a run may hold the lease; a run that dies leaves it to expire.
+/// How long a run holds the lease without renewing it; a run renews it every third of that
+/// while it works, and a run that dies leaves it to expire.
 const LEASE: Duration = Duration::from_secs(300);
+/// The most ledger pages one run reads; the rest waits for the next run.
+const MAX_PAGES: usize = 1000;
 
 #[derive(Clone)]
 pub struct Reconciler {
@@ -55,6 +68,37 @@ pub struct Reconciler {
     pub rules: SettleRules,
     /// How far before the last run's latest ledger entry the next run starts reading.
     pub overlap: Duration,
+}
+
+/// A run's progress. One item failing (a refund refused, a provider error for one charge)
+/// never stops the run: it is counted, and the next run starts early enough to see it again.
+#[derive(Default)]
+struct Tally {
+    seen: usize,
+    found: usize,
+    until: Option<chrono::DateTime<chrono::Utc>>,
+    earliest_failure: Option<chrono::DateTime<chrono::Utc>>,
+    errors: Vec<String>,
+}
+
+impl Tally {
+    fn failed(&mut self, at: Option<chrono::DateTime<chrono::Utc>>, error: String) {
+        self.earliest_failure = match (self.earliest_failure, at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.errors.push(error);
+    }
+
+    /// Where the next run continues: never past a failed entry, and never past our own
+    /// clock (a provider timestamp in the future would otherwise hide everything after it).
+    fn watermark(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        let until = match self.earliest_failure {
+            Some(failed) => self.until.map(|u| u.min(failed)),
+            None => self.until,
+        };
+        until.map(|u| u.min(chrono::Utc::now()))
+    }
 }
 
 /// What a run did.
@@ -66,18 +110,53 @@ pub struct RunSummary {
 }
 
 impl Reconciler {
-    /// Runs once, unless another run holds the lease (`Ok(None)`).
+    /// Runs once, unless another run holds the lease (`Ok(None)`). The lease is renewed
+    /// while the run works; a run that loses it (renewal found another holder) stops.
     pub async fn try_execute_task(&self) -> Result<Option<RunSummary>, ApiError> {
         let holder = Uuid::new_v4();
         if !self.take_lease(holder).await? {
             return Ok(None);
         }
-        let run = self.run(holder).await;
-        self.release_lease(holder).await?;
+        let run = tokio::select! {
+            run = self.run(holder) => run,
+            lost = self.keep_lease(holder) => Err(lost),
+        };
+        if let Err(e) = self.release_lease(holder).await {
+            tracing::warn!(error = %e, "could not release the reconciliation lease; it expires");
+        }
         run.map(Some)
     }
 
+    /// Renews the lease every third of its length; returns only when it was lost.
+    async fn keep_lease(&self, holder: Uuid) -> ApiError {
+        loop {
+            tokio::time::sleep(LEASE / 3).await;
+            let renewed = sqlx::query(
+                "UPDATE reconcile_lease SET lease_until = now() + $2 WHERE name = 'reconciler' AND holder = $1",
+            )
+            .bind(holder)
+            .bind(LEASE)
+            .execute(&self.db)
+            .await;
+            match renewed {
+                Ok(r) if r.rows_affected() == 1 => continue,
+                Ok(_) => {
+                    return ApiError::Internal(anyhow::anyhow!("the reconciliation lease was lost"))
+                }
+                Err(e) => return e.into(),
+            }
+        }
+    }
+
     async fn run(&self, id: Uuid) -> Result<RunSummary, ApiError> {
+        // Runs that died holding an expired lease are over.
+        sqlx::query(
+            "UPDATE reconcile_runs SET status = 'failed', error = 'stopped before it finished', finished_at = now()
+              WHERE status = 'running' AND started_at < now() - $1",
+        )
+        .bind(LEASE)
+        .execute(&self.db)
+        .await?;
         let since = self.ledger_start().await?;
         sqlx::query("INSERT INTO reconcile_runs (id, ledger_since) VALUES ($1, $2)")
             .bind(id)
@@ -102,38 +181,55 @@ impl Reconciler {
         id: Uuid,
         since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<RunSummary, ApiError> {
-        let (mut seen, mut found, mut until) = (0, 0, since);
+        let mut tally = Tally::default();
         let mut cursor: Option<String> = None;
-        loop {
+        for _ in 0..MAX_PAGES {
             let page = self.provider.ledger_page(since, cursor.as_deref()).await?;
             for charge in &page.data {
-                seen += 1;
-                until = until.max(charge.created_at);
-                if self.check_charge(id, charge).await? {
-                    found += 1;
+                tally.seen += 1;
+                match self.check_charge(id, charge).await {
+                    Ok(new) => tally.found += usize::from(new),
+                    Err(e) => tally.failed(charge.created_at, format!("charge {}: {e}", charge.id)),
                 }
+                tally.until = tally.until.max(charge.created_at);
             }
             match page.next_cursor {
-                Some(next) if page.has_more => cursor = Some(next),
+                Some(next) if page.has_more && cursor.as_deref() != Some(next.as_str()) => {
+                    cursor = Some(next)
+                }
                 _ => break,
             }
         }
-        found += self.settle_stranded(id).await?;
-        found += self.check_our_successes(id, since).await?;
+        match self.settle_stranded(id).await {
+            Ok(found) => tally.found += found,
+            Err(e) => tally.failed(None, format!("stranded attempts: {e}")),
+        }
+        match self.refund_what_is_due(id).await {
+            Ok(found) => tally.found += found,
+            Err(e) => tally.failed(None, format!("refunds due: {e}")),
+        }
+        match self.check_our_successes(id, since).await {
+            Ok(found) => tally.found += found,
+            Err(e) => tally.failed(None, format!("our successes: {e}")),
+        }
         sqlx::query(
             "UPDATE reconcile_runs SET status = 'finished', ledger_until = $2, charges_seen = $3,
-                    findings = $4, finished_at = now() WHERE id = $1",
+                    findings = $4, error = $5, finished_at = now() WHERE id = $1",
         )
         .bind(id)
-        .bind(until)
-        .bind(seen as i32)
-        .bind(found as i32)
+        .bind(tally.watermark())
+        .bind(tally.seen as i32)
+        .bind(tally.found as i32)
+        .bind(tally.errors.first())
         .execute(&self.db)
         .await?;
+        for error in &tally.errors {
+            tracing::warn!(run = %id, error, "reconciliation: an item failed; it is tried again next run");
+        }
         Ok(RunSummary {
             id,
-            charges_seen: seen,
-            findings: found,
+            charges_seen: tally.seen,
+            findings: tally.found,
         })
     }
 

@@ -5,18 +5,26 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
+use super::findings::{self, Finding};
 use crate::{error::ApiError, payments::provider::ProviderClient};
 
-/// Refunds `charge_id` (taken for `payment_id`, if it names one of ours) and records it; a payment that was
-/// `refund_due` becomes `refunded`. Doing it again changes nothing.
+/// Refunds `charge_id` (taken for `payment_id`, if it names one of ours) and records it,
+/// with `finding` (of run `run_id`) in the same transaction; a payment that was
+/// `refund_due` becomes `refunded`. Doing it again changes nothing. True if the finding
+/// is new.
 pub async fn refund_charge(
     db: &PgPool,
     provider: &ProviderClient,
     payment_id: Option<Uuid>,
     charge_id: &str,
-) -> Result<(), ApiError> {
+    finding: Option<(Uuid, Finding<'_>)>,
+) -> Result<bool, ApiError> {
     let refund_id = provider.refund(charge_id).await?;
     let mut tx = db.begin().await?;
+    let new = match finding {
+        Some((run_id, finding)) => findings::record(&mut *tx, run_id, finding).await?,
+        None => false,
+    };
     sqlx::query(
         "INSERT INTO provider_refunds (provider_charge_id, payment_id, provider_refund_id)
          VALUES ($1, $2, $3) ON CONFLICT ON CONSTRAINT provider_refunds_pkey DO NOTHING",
@@ -35,7 +43,7 @@ pub async fn refund_charge(
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
-    Ok(())
+    Ok(new)
 }
 
 /// Whether we refunded `charge_id` already.
