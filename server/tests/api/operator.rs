@@ -115,14 +115,22 @@ async fn a_wrong_password_is_refused_and_the_right_one_opens_the_console_under_a
         303
     );
 
+    let session_cookie = |response: &reqwest::Response| {
+        response
+            .headers()
+            .get_all("set-cookie")
+            .iter()
+            .map(|c| c.to_str().unwrap().to_owned())
+            .find(|c| c.starts_with("once_session="))
+            .map(|c| c.split(';').next().unwrap().to_owned())
+    };
+    let first = client.get(app.url("/operator/login")).send().await.unwrap();
+    let before = session_cookie(&first);
     let accepted = login(&app, &client, PASSWORD).await;
-    let new_cookie = accepted
-        .headers()
-        .get_all("set-cookie")
-        .iter()
-        .any(|c| c.to_str().unwrap().starts_with("once_session="));
-    assert!(
-        new_cookie,
+    let after = session_cookie(&accepted).expect("a session cookie at login");
+    assert_ne!(
+        before.as_deref(),
+        Some(after.as_str()),
         "logging in issues a new session id (no fixation)"
     );
     assert_eq!(accepted.status(), 303);
@@ -148,23 +156,44 @@ async fn a_login_or_an_action_without_the_forms_token_is_refused() {
 
     let (client, _csrf) = operator(&app).await;
     let letter = a_dead_letter(&app).await;
-    for form in [vec![("csrf", "forged")], vec![]] {
-        let response = client
-            .post(app.url(&format!("/operator/dead-letters/{letter}/discard")))
-            .form(&form)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            matches!(response.status().as_u16(), 403 | 422),
-            "{}",
-            response.status()
-        );
+    let actions = [
+        "/operator/reconciliation/run".to_owned(),
+        format!("/operator/dead-letters/{letter}/retry"),
+        format!("/operator/dead-letters/{letter}/discard"),
+        format!("/operator/findings/{}/resolve", uuid::Uuid::new_v4()),
+        format!("/operator/findings/{}/refund", uuid::Uuid::new_v4()),
+        "/operator/logout".to_owned(),
+    ];
+    for action in &actions {
+        for form in [vec![("csrf", "forged")], vec![]] {
+            let response = client
+                .post(app.url(action))
+                .form(&form)
+                .send()
+                .await
+                .unwrap();
+            assert!(
+                matches!(response.status().as_u16(), 403 | 422),
+                "{action}: {}",
+                response.status()
+            );
+        }
     }
     assert_eq!(
         app.count_where("dead_letters", "status = 'dead'").await,
         1,
         "nothing was done"
+    );
+    assert_eq!(app.count("reconcile_runs").await, 0);
+    assert_eq!(
+        client
+            .get(app.url("/operator"))
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200,
+        "still logged in"
     );
 }
 

@@ -289,3 +289,125 @@ async fn a_charge_that_commits_after_later_ones_were_read_is_still_reconciled() 
         "the late charge was not skipped"
     );
 }
+
+#[tokio::test]
+async fn every_charge_beyond_the_first_on_a_refunded_attempt_is_refunded_and_a_late_success_changes_nothing(
+) {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        charge_twice: true,
+        ..Chaos::default()
+    });
+    let order_id = place_order(&app).await;
+    // A stray attempt was charged twice behind our back; the order was paid by another.
+    let stray = pending_attempt(&app, &order_id).await;
+    provider.charge(&stray, CARD_OK, 3600).await;
+    sqlx::query(
+        "UPDATE payments SET status = 'failed', failure_code = 'timeout' WHERE id = $1::uuid",
+    )
+    .bind(&stray)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    assert_eq!(
+        pay(&app, &order_id, "pay-2", CARD_OK, &[]).await.status(),
+        201
+    );
+
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(
+        provider.refunds().await,
+        2,
+        "both stray charges are refunded"
+    );
+    assert_eq!(payment_status(&app, &stray).await, "refunded");
+    assert_eq!(run(&reconciler).await.findings, 0);
+    assert_eq!(provider.refunds().await, 2);
+
+    // A late callback-style success for the refunded charge changes nothing.
+    let charge_id: String =
+        sqlx::query_scalar("SELECT provider_charge_id FROM payments WHERE id = $1::uuid")
+            .bind(&stray)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let mut tx = app.db.begin().await.unwrap();
+    let facts = server::payments::apply::ChargeFacts {
+        charge_id,
+        amount_cents: 3600,
+        currency: "EUR".into(),
+    };
+    let applied =
+        server::payments::apply::charge_succeeded(&mut tx, stray.parse().unwrap(), &facts)
+            .await
+            .unwrap();
+    tx.commit().await.unwrap();
+    assert_eq!(applied, server::payments::apply::Applied::AlreadyApplied);
+    assert_eq!(payment_status(&app, &stray).await, "refunded");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'payment.refund_due'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn one_item_that_cannot_be_repaired_does_not_stop_the_run_nor_hide_the_rest() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    // A stranded attempt whose charge disagrees with its order (settling it fails)...
+    let bad_order = place_order(&app).await;
+    let bad = pending_attempt(&app, &bad_order).await;
+    sqlx::query("UPDATE payments SET amount_cents = 999, created_at = now() - interval '2 hours' WHERE id = $1::uuid")
+        .bind(&bad)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    provider.charge(&bad, CARD_OK, 999).await;
+    // ...and a missed success that must still be repaired in the same run.
+    let good_order = place_order(&app).await;
+    let good = pending_attempt(&app, &good_order).await;
+    provider.charge(&good, CARD_OK, 3600).await;
+
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(app.order_status(&good_order).await, "paid");
+    assert_eq!(
+        app.count_where("reconcile_runs", "status = 'finished'")
+            .await,
+        1
+    );
+}
+
+#[tokio::test]
+async fn a_provider_timestamp_in_the_future_does_not_hide_later_charges() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    let (first_order, later_order) = (place_order(&app).await, place_order(&app).await);
+    let first = pending_attempt(&app, &first_order).await;
+    provider.charge(&first, CARD_OK, 3600).await;
+    sqlx::query("UPDATE charges SET created_at = now() + interval '1 year' WHERE reference = $1")
+        .bind(&first)
+        .execute(&provider.db)
+        .await
+        .unwrap();
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+
+    let later = pending_attempt(&app, &later_order).await;
+    provider.charge(&later, CARD_OK, 3600).await;
+    run(&reconciler).await;
+    assert_eq!(app.order_status(&later_order).await, "paid");
+}
