@@ -373,6 +373,14 @@ async fn one_item_that_cannot_be_repaired_does_not_stop_the_run_nor_hide_the_res
         .await
         .unwrap();
     provider.charge(&bad, CARD_OK, 999).await;
+    // ...an attempt stranded after it, to be closed in the same run...
+    let stranded_order = place_order(&app).await;
+    let stranded = pending_attempt(&app, &stranded_order).await;
+    sqlx::query("UPDATE payments SET created_at = now() - interval '1 hour' WHERE id = $1::uuid")
+        .bind(&stranded)
+        .execute(&app.db)
+        .await
+        .unwrap();
     // ...and a missed success that must still be repaired in the same run.
     let good_order = place_order(&app).await;
     let good = pending_attempt(&app, &good_order).await;
@@ -381,6 +389,11 @@ async fn one_item_that_cannot_be_repaired_does_not_stop_the_run_nor_hide_the_res
     let reconciler = reconciler(&app).await;
     run(&reconciler).await;
     assert_eq!(app.order_status(&good_order).await, "paid");
+    assert_eq!(
+        payment_status(&app, &stranded).await,
+        "failed",
+        "closed after the bad one"
+    );
     assert_eq!(
         app.count_where("reconcile_runs", "status = 'finished'")
             .await,
