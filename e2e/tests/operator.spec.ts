@@ -55,6 +55,8 @@ test('10. an operator sees a payment lost with its webhook, runs the reconciler 
     const finding = page.getByTestId('findings').locator('tr[data-kind="missed_success"]');
     await expect(finding).toHaveCount(1);
     await expect(finding.locator('.status')).toHaveText('repaired');
+    // Found in the provider's ledger (its subject is the charge), not by settling the attempt.
+    await expect(finding).toContainText('ch_');
 
     // The attempt is paid now (the login gave this browser a new session, so the console
     // says so rather than the shopper's order page).
