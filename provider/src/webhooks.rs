@@ -71,7 +71,7 @@ pub async fn enqueue_event(
              VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')",
         )
         .bind(&event_id)
-        .bind(&tx_no)
+        .bind(tx_no)
         .bind(event_type)
         .bind(&payload)
         .bind(chaos.delay_ms as i64)
