@@ -424,3 +424,60 @@ async fn a_provider_timestamp_in_the_future_does_not_hide_later_charges() {
     run(&reconciler).await;
     assert_eq!(app.order_status(&later_order).await, "paid");
 }
+
+#[tokio::test]
+async fn an_operator_refunds_an_unmatched_charge_once_and_never_a_charge_a_payment_stands_on() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider.settings.set_chaos(Chaos {
+        drop_webhooks: true,
+        ..Chaos::default()
+    });
+    provider.charge("not-one-of-ours", CARD_OK, 500).await;
+    let (paid_order_id, _, _) = paid_order(&app).await;
+    let reconciler = reconciler(&app).await;
+    run(&reconciler).await;
+    assert_eq!(
+        findings(&app).await,
+        [("unknown_reference".into(), "open".into())]
+    );
+    let finding: Uuid = sqlx::query_scalar("SELECT id FROM reconcile_findings")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+
+    assert!(server::reconcile::refund_finding(&reconciler, finding)
+        .await
+        .unwrap());
+    assert!(
+        !server::reconcile::refund_finding(&reconciler, finding)
+            .await
+            .unwrap(),
+        "a second click does nothing"
+    );
+    assert_eq!(provider.refunds().await, 1);
+    assert_eq!(
+        findings(&app).await,
+        [("unknown_reference".into(), "resolved".into())]
+    );
+
+    // A finding that names the charge a paid order stands on is never refunded from here.
+    let charge: String =
+        sqlx::query_scalar("SELECT provider_charge_id FROM payments WHERE order_id = $1::uuid")
+            .bind(&paid_order_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let forged: Uuid = sqlx::query_scalar(
+        "INSERT INTO reconcile_findings (id, run_id, kind, subject, provider_charge_id, status, detail)
+         SELECT gen_random_uuid(), id, 'amount_mismatch', $1, $1, 'open', 'x' FROM reconcile_runs LIMIT 1 RETURNING id",
+    )
+    .bind(&charge)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(!server::reconcile::refund_finding(&reconciler, forged)
+        .await
+        .unwrap());
+    assert_eq!(provider.refunds().await, 1);
+    assert_eq!(app.order_status(&paid_order_id).await, "paid");
+}
