@@ -58,8 +58,10 @@ test('10. an operator sees a payment lost with its webhook, runs the reconciler 
     // Found in the provider's ledger (its subject is the charge), not by settling the attempt.
     await expect(finding).toContainText('ch_');
 
-    // The attempt is paid now (the login gave this browser a new session, so the console
-    // says so rather than the shopper's order page).
+    // The attempt is paid now: the console says so, and so does the shopper's own order
+    // (the console's session is separate, so this browser is still that shopper).
+    const repaired = await (await page.request.get(`${base}/api/orders/${orderId}`)).json();
+    expect(['paid', 'fulfilled']).toContain(repaired.status);
     await page.getByRole('link', { name: 'Overview' }).click();
     await expect(page.getByTestId('overview')).toContainText('Payments: succeeded');
     await expect(page.getByTestId('overview')).not.toContainText('Payments: pending');

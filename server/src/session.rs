@@ -17,6 +17,7 @@ use tower_sessions_sqlx_store::PostgresStore;
 use crate::error::ApiError;
 
 const COOKIE_NAME: &str = "once_session";
+const OPERATOR_COOKIE_NAME: &str = "once_operator";
 const OPENED_AT: &str = "opened_at";
 
 /// Creates the session table if needed and returns the layer that loads and saves sessions.
@@ -29,6 +30,22 @@ pub async fn layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresS
         .with_same_site(SameSite::Lax)
         .with_secure(false)
         .with_expiry(Expiry::OnInactivity(Duration::days(30))))
+}
+
+/// The operator console's own session: another cookie, sent only to `/operator`, never
+/// along with a shop request (`SameSite=Strict`), and ended after 8 hours of inactivity. A
+/// shopper's session can never be an operator's, and logging in leaves a browser's shop
+/// session (its cart, its orders) alone.
+pub async fn operator_layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresStore>> {
+    let store = PostgresStore::new(pool);
+    store.migrate().await?;
+    Ok(SessionManagerLayer::new(store)
+        .with_name(OPERATOR_COOKIE_NAME)
+        .with_path("/operator")
+        .with_http_only(true)
+        .with_same_site(SameSite::Strict)
+        .with_secure(false)
+        .with_expiry(Expiry::OnInactivity(Duration::hours(8))))
 }
 
 /// Middleware: a read (GET or HEAD) without a session opens one, so the response sets the

@@ -158,12 +158,13 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .nest("/api", api)
         .merge(checkout::router())
         .merge(fulfillment::email::router())
-        .merge(operator::router())
         .merge(ssr::router(&state))
         .layer(middleware::from_fn(session::open_session))
         .layer(sessions);
+    let console = operator::router().layer(session::operator_layer(state.db.clone()).await?);
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
+        .merge(console)
         .route("/metrics", get(metrics::render))
         .merge(callbacks::router())
         .merge(state.faults.router())

@@ -122,7 +122,7 @@ async fn a_wrong_password_is_refused_and_the_right_one_opens_the_console_under_a
             .get_all("set-cookie")
             .iter()
             .map(|c| c.to_str().unwrap().to_owned())
-            .find(|c| c.starts_with("once_session="))
+            .find(|c| c.starts_with("once_operator="))
             .map(|c| c.split(';').next().unwrap().to_owned())
     };
     let before = session_cookie(&first).expect("a session cookie on the first page");
