@@ -354,6 +354,14 @@ async fn a_refund_is_idempotent_one_per_charge_in_the_ledger_and_announced() {
             .await,
         1
     );
+    // Its own transaction number: merchants dedup callbacks on it.
+    assert_eq!(
+        sandbox
+            .count("SELECT count(DISTINCT tx_no) FROM webhook_deliveries")
+            .await,
+        2,
+        "the refund's event does not reuse its charge's number"
+    );
     let ledger: Value = sandbox
         .http
         .get(format!("{}/v1/transactions", sandbox.url))

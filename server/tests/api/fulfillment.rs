@@ -463,3 +463,57 @@ async fn the_confirmation_email_escapes_what_it_shows_and_is_sandboxed() {
         "{html}"
     );
 }
+
+#[tokio::test]
+async fn a_dead_letter_is_retried_once_however_many_tabs_click_and_a_discard_meanwhile_does_nothing(
+) {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    refuse_inserts(&app, "fulfillments").await;
+    let orders = app.paid_orders(1).await;
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    context.relay().try_execute_task().await.unwrap();
+    for _ in 0..40 {
+        consumer
+            .try_execute_task(Duration::from_millis(100))
+            .await
+            .unwrap();
+        if app.count("dead_letters").await > 0 {
+            break;
+        }
+    }
+    allow_inserts(&app, "fulfillments").await;
+    let id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM dead_letters")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    let handler: std::sync::Arc<dyn Handler> =
+        std::sync::Arc::new(Fulfillment { db: app.db.clone() });
+    let (a, b, discarded) = tokio::join!(
+        dead_letters::retry(&app.db, &handler, id),
+        dead_letters::retry(&app.db, &handler, id),
+        dead_letters::discard(&app.db, id),
+    );
+    let retried = [a.is_ok(), b.is_ok()].into_iter().filter(|ok| *ok).count();
+    let discarded = discarded.unwrap();
+    assert_eq!(
+        retried + usize::from(discarded),
+        1,
+        "exactly one of the clicks acts"
+    );
+    let status: String = sqlx::query_scalar("SELECT status FROM dead_letters")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    if discarded {
+        assert_eq!(status, "discarded");
+        assert_eq!(
+            app.count("fulfillments").await,
+            0,
+            "a discarded letter is not run"
+        );
+    } else {
+        assert_eq!(status, "retried");
+        app.assert_each_order_shipped_once(&orders, MUGS).await;
+    }
+}
