@@ -1,15 +1,17 @@
 -- Fulfillment: the outbox relay's wake-up, the PostgreSQL bus, the consumer's dedup table,
 -- fulfillments, confirmation emails and dead letters. See docs/design.md, "Fulfillment".
 
--- The relay is woken when events are written. pg_notify is delivered at commit, so the relay
--- never wakes for an event it cannot see yet; a lost notification is covered by polling.
-CREATE FUNCTION outbox_events_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+-- Workers are woken when work is written: a statement trigger notifies the channel named by
+-- its argument. pg_notify is delivered at commit, so a worker never wakes for work it cannot
+-- see yet; a lost notification is covered by polling.
+CREATE FUNCTION notify_channel() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify('outbox_events', '');
+    PERFORM pg_notify(TG_ARGV[0], '');
     RETURN NULL;
 END $$;
+-- The relay, woken by new events.
 CREATE TRIGGER outbox_events_notify AFTER INSERT ON outbox_events
-    FOR EACH STATEMENT EXECUTE FUNCTION outbox_events_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('outbox_events');
 -- Pruning reads published events by age.
 CREATE INDEX outbox_events_published_idx ON outbox_events (published_at) WHERE published_at IS NOT NULL;
 
@@ -47,13 +49,8 @@ CREATE INDEX bus_deliveries_ready_idx ON bus_deliveries (consumer, visible_at) W
 -- Deleting a message cascades to its deliveries, and pruning asks for unsettled ones: both
 -- look deliveries up by message.
 CREATE INDEX bus_deliveries_message_idx ON bus_deliveries (message_id);
-CREATE FUNCTION bus_deliveries_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('bus_deliveries', '');
-    RETURN NULL;
-END $$;
 CREATE TRIGGER bus_deliveries_notify AFTER INSERT ON bus_deliveries
-    FOR EACH STATEMENT EXECUTE FUNCTION bus_deliveries_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('bus_deliveries');
 
 -- The consumer's dedup: one row per (consumer, event), written in the same transaction as the
 -- consumer's side effects. A redelivered event finds its row and does nothing.
@@ -122,10 +119,5 @@ CREATE TABLE dead_letters (
 );
 
 -- The mailer is woken when an email is queued (polling covers lost notifications).
-CREATE FUNCTION emails_notify() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM pg_notify('emails', '');
-    RETURN NULL;
-END $$;
 CREATE TRIGGER emails_notify AFTER INSERT ON emails
-    FOR EACH STATEMENT EXECUTE FUNCTION emails_notify();
+    FOR EACH STATEMENT EXECUTE FUNCTION notify_channel('emails');

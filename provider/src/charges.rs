@@ -71,17 +71,7 @@ async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ProviderError> {
-    let key = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .filter(|k| !k.is_empty() && k.len() <= 255)
-        .ok_or_else(|| {
-            ProviderError::BadRequest(
-                "idempotency_key_missing",
-                "an Idempotency-Key header is required".into(),
-            )
-        })?
-        .to_owned();
+    let key = idempotency_key(&headers)?;
     let request: ChargeRequest = serde_json::from_slice(&body).map_err(|e| {
         ProviderError::BadRequest("invalid_request", format!("invalid charge request: {e}"))
     })?;
@@ -153,6 +143,21 @@ async fn charge_again(
     tracing::warn!(charge = %double.id, reference = %charge.reference, "sandbox chaos: charged twice");
     webhooks::enqueue(tx, &double, chaos).await?;
     Ok(())
+}
+
+/// The caller's Idempotency-Key (1 to 255 characters), required on every write.
+pub fn idempotency_key(headers: &HeaderMap) -> Result<String, ProviderError> {
+    headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .filter(|k| !k.is_empty() && k.len() <= 255)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            ProviderError::BadRequest(
+                "idempotency_key_missing",
+                "an Idempotency-Key header is required".into(),
+            )
+        })
 }
 
 /// The same key again: the stored charge if the parameters match.

@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use crate::{
-    charges::{Charge, CHARGE_COLUMNS},
+    charges::{idempotency_key, Charge, CHARGE_COLUMNS},
     error::ProviderError,
     settings::SharedSettings,
     startup::ProviderState,
@@ -51,17 +51,7 @@ async fn create(
     headers: HeaderMap,
     body: Bytes,
 ) -> Result<Response, ProviderError> {
-    let key = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .filter(|k| !k.is_empty() && k.len() <= 255)
-        .ok_or_else(|| {
-            ProviderError::BadRequest(
-                "idempotency_key_missing",
-                "an Idempotency-Key header is required".into(),
-            )
-        })?
-        .to_owned();
+    let key = idempotency_key(&headers)?;
     let request: RefundRequest = serde_json::from_slice(&body).map_err(|e| {
         ProviderError::BadRequest("invalid_request", format!("invalid refund request: {e}"))
     })?;

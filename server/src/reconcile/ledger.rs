@@ -151,13 +151,7 @@ impl Reconciler {
                     "charge {} succeeded but was never applied: the order is paid now",
                     charge.id
                 );
-                let finding = Finding {
-                    kind: Kind::MissedSuccess,
-                    subject: &charge.id,
-                    payment_id: Some(payment_id),
-                    charge_id: Some(&charge.id),
-                    detail,
-                };
+                let finding = about(charge, Kind::MissedSuccess, Some(payment_id), detail);
                 let new = findings::record(&mut *tx, run_id, finding).await?;
                 tx.commit().await?;
                 Ok(new)
@@ -189,21 +183,8 @@ impl Reconciler {
             "a second charge {} for a settled attempt: refunded",
             charge.id
         );
-        let finding = Finding {
-            kind: Kind::DoubleCharge,
-            subject: &charge.id,
-            payment_id: Some(payment_id),
-            charge_id: Some(&charge.id),
-            detail,
-        };
-        refund::refund_charge(
-            &self.db,
-            &self.provider,
-            Some(payment_id),
-            &charge.id,
-            Some((run_id, finding)),
-        )
-        .await
+        self.refund(run_id, payment_id, charge, Kind::DoubleCharge, detail)
+            .await
     }
 
     async fn refund_due(
@@ -216,13 +197,20 @@ impl Reconciler {
             "charge {} came for an order that could not take it: refunded",
             charge.id
         );
-        let finding = Finding {
-            kind: Kind::RefundDue,
-            subject: &charge.id,
-            payment_id: Some(payment_id),
-            charge_id: Some(&charge.id),
-            detail,
-        };
+        self.refund(run_id, payment_id, charge, Kind::RefundDue, detail)
+            .await
+    }
+
+    /// Refunds `charge`, recording the finding `kind` with the refund.
+    async fn refund(
+        &self,
+        run_id: Uuid,
+        payment_id: Uuid,
+        charge: &Charge,
+        kind: Kind,
+        detail: String,
+    ) -> Result<bool, ApiError> {
+        let finding = about(charge, kind, Some(payment_id), detail);
         refund::refund_charge(
             &self.db,
             &self.provider,
@@ -241,13 +229,18 @@ impl Reconciler {
         charge: &Charge,
         detail: String,
     ) -> Result<bool, ApiError> {
-        let finding = Finding {
-            kind,
-            subject: &charge.id,
-            payment_id,
-            charge_id: Some(&charge.id),
-            detail,
-        };
+        let finding = about(charge, kind, payment_id, detail);
         Ok(findings::record(&self.db, run_id, finding).await?)
+    }
+}
+
+/// A finding about a ledger charge: its subject is the charge.
+fn about(charge: &Charge, kind: Kind, payment_id: Option<Uuid>, detail: String) -> Finding<'_> {
+    Finding {
+        kind,
+        subject: &charge.id,
+        payment_id,
+        charge_id: Some(&charge.id),
+        detail,
     }
 }

@@ -6,6 +6,7 @@ mod callback_outcomes;
 mod callbacks;
 mod cart;
 mod checkout;
+mod dead_letters;
 mod foundation;
 mod fulfillment;
 mod helpers;
