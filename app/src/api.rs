@@ -17,12 +17,29 @@ pub async fn get_cart() -> Result<Cart, ServerFnError> {
     Ok(crate::backend::backend()?.cart(session).await?)
 }
 
+/// Adds to the cart once per `add_key`: the form carries a key, so a double click (or a
+/// re-posted form before the page is interactive) adds once.
 #[server(prefix = "/_fn", endpoint = "add_to_cart")]
-pub async fn add_to_cart(sku: String, quantity: u32) -> Result<Cart, ServerFnError> {
+pub async fn add_to_cart(sku: String, quantity: u32, add_key: String) -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
     Ok(crate::backend::backend()?
-        .add_to_cart(session, sku, quantity)
+        .add_to_cart(session, sku, quantity, add_key)
         .await?)
+}
+
+/// Sets the quantity of a cart line; `0` removes it. Setting is idempotent: no key.
+#[server(prefix = "/_fn", endpoint = "set_cart_quantity")]
+pub async fn set_cart_quantity(sku: String, quantity: u32) -> Result<Cart, ServerFnError> {
+    let session = crate::backend::session().await?;
+    Ok(crate::backend::backend()?
+        .set_cart_quantity(session, sku, quantity)
+        .await?)
+}
+
+/// A new key for the next "Add to cart" of a form the server renders.
+#[server(prefix = "/_fn", endpoint = "fresh_key")]
+pub async fn fresh_key() -> Result<String, ServerFnError> {
+    Ok(crate::backend::backend()?.fresh_key())
 }
 
 #[server(prefix = "/_fn", endpoint = "get_checkout")]
@@ -40,6 +57,7 @@ pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
     Ok(order.map(|order| OrderPage {
         order,
         pay_key: backend.fresh_key(),
+        key_retention_secs: backend.key_retention_secs(),
     }))
 }
 

@@ -21,7 +21,16 @@ pub struct BackendError {
 pub trait ShopBackend: Send + Sync + 'static {
     fn products(&self) -> BoxFuture<'_, Result<Vec<Product>, BackendError>>;
     fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>>;
+    /// Adds to the cart once per `add_key` (a repeated key adds nothing).
     fn add_to_cart(
+        &self,
+        session: Session,
+        sku: String,
+        quantity: u32,
+        add_key: String,
+    ) -> BoxFuture<'_, Result<Cart, BackendError>>;
+    /// Sets a line's quantity; `0` takes the line out.
+    fn set_cart_quantity(
         &self,
         session: Session,
         sku: String,
@@ -32,6 +41,8 @@ pub trait ShopBackend: Send + Sync + 'static {
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>>;
     /// A new Idempotency-Key for a form the server renders.
     fn fresh_key(&self) -> String;
+    /// How long the server keeps an Idempotency-Key, in seconds.
+    fn key_retention_secs(&self) -> u64;
     fn order(
         &self,
         session: Session,

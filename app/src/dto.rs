@@ -12,6 +12,9 @@ pub struct Product {
     pub stock: i32,
 }
 
+/// The most of one product a cart line (and an order line) may hold.
+pub const MAX_QUANTITY: u32 = 99;
+
 /// One line of the shopper's cart, priced from the catalog when it is read.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CartLine {
@@ -20,6 +23,8 @@ pub struct CartLine {
     pub quantity: u32,
     pub unit_price_cents: i64,
     pub currency: String,
+    /// What the shop has in stock now, so the cart can say when a line asks for more.
+    pub in_stock: u32,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -40,12 +45,14 @@ impl Cart {
     }
 }
 
-/// The checkout page's data: the cart, and a fresh Idempotency-Key for the form, rendered by
-/// the server so that even a submit before hydration carries a key.
+/// The checkout page's data: the cart, and the cart's checkout Idempotency-Key, rendered by
+/// the server so that even a submit before hydration carries the key the hook uses.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Checkout {
     pub cart: Cart,
     pub key: String,
+    /// How long the server keeps a key: an intent older than this is never resumed.
+    pub key_retention_secs: u64,
 }
 
 /// The `POST /api/orders` body for a cart. The server's checkout builds it from the cart it
@@ -59,16 +66,18 @@ pub fn order_request(cart: &Cart) -> serde_json::Value {
     serde_json::json!({ "items": items })
 }
 
-/// The order page's data: the order, and a fresh Idempotency-Key for its payment form.
+/// The order page's data: the order, and a fresh Idempotency-Key for its payment form (the
+/// tab keeps it until the payment intent ends, see `submit_once::KeyOwner::Tab`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OrderPage {
     pub order: Order,
     pub pay_key: String,
+    pub key_retention_secs: u64,
 }
 
 /// Where an order is in its life. It only ever moves forward:
 /// `pending_payment → paid → fulfilled`, or `pending_payment → cancelled`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     PendingPayment,
@@ -131,6 +140,16 @@ pub struct Order {
     /// Set once the order has been handled by fulfillment: shipped or backordered.
     #[serde(default)]
     pub fulfillment: Option<Fulfillment>,
+    /// Every status the order has had, oldest first (on a single order only).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<StatusChange>,
+}
+
+/// The order entered `status` at `at` (RFC 3339).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusChange {
+    pub status: OrderStatus,
+    pub at: String,
 }
 
 /// How a paid order was fulfilled: `shipped` with a shipment number (and a confirmation
@@ -141,6 +160,16 @@ pub struct Fulfillment {
     pub shipment_no: Option<String>,
     /// Where the shopper can read the confirmation email.
     pub email_url: Option<String>,
+}
+
+/// An RFC 3339 time as people read it, the same on the server and in the browser (so the
+/// hydrated page matches the rendered one): `2026-12-01T09:05:00.123+00:00` becomes
+/// `2026-12-01 09:05 UTC`. Times are stored and sent in UTC.
+pub fn format_time(rfc3339: &str) -> String {
+    match (rfc3339.get(0..10), rfc3339.get(11..16)) {
+        (Some(date), Some(time)) => format!("{date} {time} UTC"),
+        _ => rfc3339.to_owned(),
+    }
 }
 
 /// Formats integer minor units for people: `1800, "EUR"` becomes `€18.00`.
@@ -157,6 +186,12 @@ pub fn format_money(cents: i64, currency: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn times_are_shown_to_the_minute_in_utc() {
+        assert_eq!(format_time("2026-12-01T09:05:59.123456+00:00"), "2026-12-01 09:05 UTC");
+        assert_eq!(format_time("garbage"), "garbage");
+    }
 
     #[test]
     fn money_is_formatted_from_minor_units() {

@@ -18,8 +18,11 @@ use leptos_router::{
     ParamSegment, StaticSegment,
 };
 
-use components::header::Header;
-use pages::{checkout::CheckoutPage, home::HomePage, order::OrderPage, orders::OrdersPage};
+use components::{focus::FocusOnNavigate, header::Header};
+use pages::{
+    checkout::CheckoutPage, home::HomePage, not_found::NotFoundPage, order::OrderPage,
+    orders::OrdersPage,
+};
 
 /// The HTML document around the app; rendered on the server only.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -44,16 +47,18 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // One shared action, so the header's cart count follows every "Add to cart".
+    // Shared actions, so the header's cart count follows every change of the cart.
     provide_context(ServerAction::<api::AddToCart>::new());
+    provide_context(ServerAction::<api::SetCartQuantity>::new());
     mark_hydrated();
     view! {
         <Stylesheet id="leptos" href="/pkg/once.css"/>
         <Title text="Once — a shop that charges you exactly once"/>
         <Router>
+            <FocusOnNavigate/>
             <Header/>
             <main class="page">
-                <Routes fallback=|| view! { <p class="empty">"Page not found."</p> }>
+                <Routes fallback=NotFoundPage>
                     <Route path=StaticSegment("") view=HomePage/>
                     <Route path=StaticSegment("checkout") view=CheckoutPage/>
                     <Route path=StaticSegment("orders") view=OrdersPage/>

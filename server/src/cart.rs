@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use app::dto::{Cart, CartLine};
 
-pub const MAX_QUANTITY: u32 = 99;
+pub const MAX_QUANTITY: u32 = app::dto::MAX_QUANTITY;
 pub const MAX_LINES: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
@@ -24,14 +24,16 @@ pub enum CartError {
     BadQuantity,
     #[error("a cart holds at most {MAX_LINES} different products")]
     TooManyLines,
+    #[error("the form was incomplete; please reload the page")]
+    BadAddKey,
     #[error("the cart could not be read or saved")]
     Storage(#[from] sqlx::Error),
 }
 
-/// The session's cart, priced from the catalog now.
+/// The session's cart, priced from the catalog now, with what is in stock now.
 pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, CartError> {
-    let lines: Vec<(String, String, i32, i64, String)> = sqlx::query_as(
-        "SELECT l.sku, p.name, l.quantity, p.price_cents, p.currency
+    let lines: Vec<(String, String, i32, i64, String, i32)> = sqlx::query_as(
+        "SELECT l.sku, p.name, l.quantity, p.price_cents, p.currency, p.stock
            FROM cart_lines l JOIN products p ON p.sku = l.sku
           WHERE l.session_id = $1 ORDER BY l.added_at, l.sku",
     )
@@ -41,12 +43,13 @@ pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, CartError> {
     let lines = lines
         .into_iter()
         .map(
-            |(sku, name, quantity, unit_price_cents, currency)| CartLine {
+            |(sku, name, quantity, unit_price_cents, currency, in_stock)| CartLine {
                 sku,
                 name,
                 quantity: quantity as u32,
                 unit_price_cents,
                 currency,
+                in_stock: in_stock.max(0) as u32,
             },
         )
         .collect();
@@ -78,27 +81,34 @@ pub async fn checkout_key(db: &PgPool, session_id: &str) -> Result<String, CartE
     Ok(current_key(db, session_id).await?.unwrap_or_else(fresh_key))
 }
 
-/// Adds `quantity` of `sku` (capped at the maximum). A changed cart is a new intent, so it
-/// gets a new checkout key: the old key's request named the old cart.
+/// Adds `quantity` of `sku` (capped at the maximum), once per `add_key`: an add whose key
+/// was seen already (a double click, a re-posted form) adds nothing. A changed cart is a new
+/// intent, so it gets a new checkout key: the old key's request named the old cart.
 pub async fn add(
     db: &PgPool,
     session_id: &str,
     sku: &str,
     quantity: u32,
+    add_key: &str,
 ) -> Result<Cart, CartError> {
-    if !(1..=MAX_QUANTITY).contains(&quantity) {
-        return Err(CartError::BadQuantity);
+    check_quantity(quantity)?;
+    if add_key.is_empty() || add_key.len() > 255 {
+        return Err(CartError::BadAddKey);
     }
     let mut tx = db.begin().await?;
-    sqlx::query(
-        "INSERT INTO carts (session_id, checkout_key) VALUES ($1, $2)
-         ON CONFLICT ON CONSTRAINT carts_pkey
-         DO UPDATE SET checkout_key = EXCLUDED.checkout_key, updated_at = now()",
+    let first = sqlx::query(
+        "INSERT INTO cart_adds (session_id, add_key) VALUES ($1, $2)
+         ON CONFLICT ON CONSTRAINT cart_adds_pkey DO NOTHING",
     )
     .bind(session_id)
-    .bind(fresh_key())
+    .bind(add_key)
     .execute(&mut *tx)
     .await?;
+    if first.rows_affected() == 0 {
+        drop(tx);
+        return read(db, session_id).await;
+    }
+    start_new_intent(&mut tx, session_id).await?;
     let lines: i64 =
         sqlx::query_scalar("SELECT count(*) FROM cart_lines WHERE session_id = $1 AND sku <> $2")
             .bind(session_id)
@@ -125,6 +135,101 @@ pub async fn add(
     }
     tx.commit().await?;
     read(db, session_id).await
+}
+
+/// A change to a line already in the cart. Both are idempotent (a quantity is set, not
+/// added), so they need no key.
+#[derive(Clone, Copy, Debug)]
+pub enum LineChange {
+    SetQuantity(u32),
+    Remove,
+}
+
+/// Applies `change` to the `sku` line of the session's cart. A cart that changed starts a
+/// new checkout intent; a cart left empty goes.
+pub async fn change_line(
+    db: &PgPool,
+    session_id: &str,
+    sku: &str,
+    change: LineChange,
+) -> Result<Cart, CartError> {
+    if let LineChange::SetQuantity(quantity) = change {
+        check_quantity(quantity)?;
+    }
+    let mut tx = db.begin().await?;
+    if lock_key(&mut tx, session_id).await?.is_none() {
+        return read(db, session_id).await;
+    }
+    let changed = match change {
+        LineChange::SetQuantity(quantity) => sqlx::query(
+            "UPDATE cart_lines SET quantity = $3
+              WHERE session_id = $1 AND sku = $2 AND quantity <> $3",
+        )
+        .bind(session_id)
+        .bind(sku)
+        .bind(quantity as i32),
+        LineChange::Remove => {
+            sqlx::query("DELETE FROM cart_lines WHERE session_id = $1 AND sku = $2")
+                .bind(session_id)
+                .bind(sku)
+        }
+    }
+    .execute(&mut *tx)
+    .await?;
+    if changed.rows_affected() > 0 {
+        start_new_intent(&mut tx, session_id).await?;
+        drop_if_empty(&mut tx, session_id).await?;
+    }
+    tx.commit().await?;
+    read(db, session_id).await
+}
+
+fn check_quantity(quantity: u32) -> Result<(), CartError> {
+    if (1..=MAX_QUANTITY).contains(&quantity) {
+        Ok(())
+    } else {
+        Err(CartError::BadQuantity)
+    }
+}
+
+/// Gives the session's cart (created if missing) a new checkout key: a new intent.
+async fn start_new_intent(tx: &mut PgConnection, session_id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO carts (session_id, checkout_key) VALUES ($1, $2)
+         ON CONFLICT ON CONSTRAINT carts_pkey
+         DO UPDATE SET checkout_key = EXCLUDED.checkout_key, updated_at = now()",
+    )
+    .bind(session_id)
+    .bind(fresh_key())
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// A cart without lines goes (its key with it).
+async fn drop_if_empty(tx: &mut PgConnection, session_id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "DELETE FROM carts WHERE session_id = $1
+            AND NOT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1)",
+    )
+    .bind(session_id)
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Forgets the keys of adds older than `retention` (the idempotency keys' window).
+pub async fn forget_old_adds(
+    db: &PgPool,
+    retention: std::time::Duration,
+) -> Result<u64, sqlx::Error> {
+    let deleted = sqlx::query(
+        "DELETE FROM cart_adds WHERE added_at < now() - $1 * interval '1 millisecond'",
+    )
+    .bind(retention.as_millis() as i64)
+    .execute(db)
+    .await?;
+    Ok(deleted.rows_affected())
 }
 
 /// Takes what was just ordered out of the session's cart and ends its checkout intent,
@@ -156,13 +261,7 @@ pub async fn take_ordered(
     .execute(&mut *tx)
     .await?;
     // A cart left empty goes; one with lines left starts a new intent.
-    sqlx::query(
-        "DELETE FROM carts WHERE session_id = $1
-            AND NOT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1)",
-    )
-    .bind(session_id)
-    .execute(&mut *tx)
-    .await?;
+    drop_if_empty(&mut *tx, session_id).await?;
     sqlx::query("UPDATE carts SET checkout_key = $2, updated_at = now() WHERE session_id = $1")
         .bind(session_id)
         .bind(fresh_key())

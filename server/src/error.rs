@@ -22,11 +22,9 @@ pub enum ApiError {
     IdempotencyKeyReused,
     #[error("a request with this Idempotency-Key is still being processed")]
     RequestInProgress,
-    #[error(
-        "your cart changed since this page was shown; please review it and place the order again"
-    )]
+    #[error("Your cart changed since this page was shown (perhaps in another tab). Please check it and place the order again.")]
     CartChanged,
-    #[error("a payment for this order is already in progress; wait for it to finish")]
+    #[error("A payment for this order is already in progress, perhaps in another tab. Wait a moment: the order shows the result when it is done.")]
     PaymentInProgress,
     #[error("not found")]
     NotFound,
@@ -45,7 +43,7 @@ pub enum ApiError {
         problem: &'static str,
         detail: String,
     },
-    #[error("the card was declined ({code})")]
+    #[error("{}", declined_text(.code))]
     PaymentDeclined { code: String },
     #[error("the request body is larger than this route accepts")]
     PayloadTooLarge,
@@ -53,6 +51,18 @@ pub enum ApiError {
     Unavailable(#[source] anyhow::Error),
     #[error("internal error")]
     Internal(#[source] anyhow::Error),
+}
+
+/// A declined card in words a shopper can act on; the provider's code stays in the text
+/// for support.
+fn declined_text(code: &str) -> String {
+    let why = match code {
+        "insufficient_funds" => "Your card was declined for insufficient funds.",
+        "expired_card" => "Your card has expired.",
+        "incorrect_cvc" | "incorrect_number" => "The card details were not accepted.",
+        _ => "Your card was declined.",
+    };
+    format!("{why} Nothing was charged; please try another card. (code: {code})")
 }
 
 impl ApiError {

@@ -22,6 +22,7 @@ use crate::{cart, catalog, orders, session, startup::AppState};
 pub fn router(state: &AppState) -> Router<AppState> {
     let backend = Backend(Arc::new(ServerBackend {
         db: state.db.clone(),
+        key_retention: state.config.idempotency_retention,
     }));
     let options = state.leptos.clone();
     Router::new()
@@ -36,6 +37,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
 
 struct ServerBackend {
     db: PgPool,
+    key_retention: std::time::Duration,
 }
 
 impl ShopBackend for ServerBackend {
@@ -55,10 +57,29 @@ impl ShopBackend for ServerBackend {
         session: Session,
         sku: String,
         quantity: u32,
+        add_key: String,
     ) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
             let id = open_session_id(&session).await?;
-            cart::add(&self.db, &id, &sku, quantity)
+            cart::add(&self.db, &id, &sku, quantity, &add_key)
+                .await
+                .map_err(shown)
+        })
+    }
+
+    fn set_cart_quantity(
+        &self,
+        session: Session,
+        sku: String,
+        quantity: u32,
+    ) -> BoxFuture<'_, Result<Cart, BackendError>> {
+        Box::pin(async move {
+            let id = open_session_id(&session).await?;
+            let change = match quantity {
+                0 => cart::LineChange::Remove,
+                n => cart::LineChange::SetQuantity(n),
+            };
+            cart::change_line(&self.db, &id, &sku, change)
                 .await
                 .map_err(shown)
         })
@@ -70,12 +91,20 @@ impl ShopBackend for ServerBackend {
             let id = open_session_id(&session).await?;
             let cart = cart::read(&self.db, &id).await.map_err(shown)?;
             let key = cart::checkout_key(&self.db, &id).await.map_err(shown)?;
-            Ok(Checkout { cart, key })
+            Ok(Checkout {
+                cart,
+                key,
+                key_retention_secs: self.key_retention_secs(),
+            })
         })
     }
 
     fn fresh_key(&self) -> String {
         cart::fresh_key()
+    }
+
+    fn key_retention_secs(&self) -> u64 {
+        self.key_retention.as_secs()
     }
 
     fn order(

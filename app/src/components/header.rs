@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 use leptos_router::hooks::use_location;
 
-use crate::api::{get_cart, AddToCart};
+use crate::api::{get_cart, AddToCart, SetCartQuantity};
 
 /// The shop's top bar with the cart count. It re-reads the cart whenever an
 /// "Add to cart" action (anywhere on the page) completes, and on every navigation (a placed
@@ -9,11 +9,13 @@ use crate::api::{get_cart, AddToCart};
 #[component]
 pub fn Header() -> impl IntoView {
     let add = use_context::<ServerAction<AddToCart>>();
+    let edit = use_context::<ServerAction<SetCartQuantity>>();
     let path = use_location().pathname;
     let cart = Resource::new(
         move || {
             (
                 add.map(|a| a.version().get()).unwrap_or_default(),
+                edit.map(|a| a.version().get()).unwrap_or_default(),
                 path.get(),
             )
         },
@@ -26,10 +28,15 @@ pub fn Header() -> impl IntoView {
                 <a href="/">"Shop"</a>
                 <a href="/orders">"My orders"</a>
                 <a class="cart-count" href="/checkout" data-testid="cart-count">
+                    // Awaited inside `Suspend` rather than read with `.get()`: reading
+                    // resources reactively in several Suspense boundaries can stall the
+                    // server-side stream (leptos-rs/leptos#4578).
                     <Suspense fallback=|| "Cart">
-                        {move || cart.get().map(|c| match c {
-                            Ok(c) => format!("Cart ({})", c.item_count()),
-                            Err(_) => "Cart".to_owned(),
+                        {move || Suspend::new(async move {
+                            match cart.await {
+                                Ok(c) => format!("Cart ({})", c.item_count()),
+                                Err(_) => "Cart".to_owned(),
+                            }
                         })}
                     </Suspense>
                 </a>

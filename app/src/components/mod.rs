@@ -1,2 +1,5 @@
+pub mod cart_lines;
+pub mod focus;
 pub mod header;
+pub mod status_line;
 pub mod stepper;

@@ -1,13 +1,14 @@
 use leptos::prelude::*;
 
-/// A quantity input with − and + buttons. Without wasm it is a plain number field, so the
-/// form still posts a quantity; once hydrated the buttons adjust it.
+/// A quantity input with − and + buttons. Without wasm it is a plain number field whose
+/// value is in the server's HTML, so the form still posts a quantity; once hydrated the
+/// buttons adjust it.
 #[component]
 pub fn QuantityStepper(
     #[prop(into)] label: String,
+    quantity: RwSignal<u32>,
     #[prop(default = 99)] max: u32,
 ) -> impl IntoView {
-    let quantity = RwSignal::new(1u32);
     let set = move |q: u32| quantity.set(q.clamp(1, max));
     view! {
         <div class="stepper">
@@ -18,6 +19,7 @@ pub fn QuantityStepper(
                 min="1"
                 max=max
                 aria-label=format!("Quantity of {label}")
+                value=quantity.get_untracked()
                 prop:value=move || quantity.get().to_string()
                 on:input=move |ev| set(event_target_value(&ev).parse().unwrap_or(1))
             />

@@ -1,56 +1,76 @@
 use leptos::prelude::*;
+use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_query_map};
 
 use crate::{
-    api::get_checkout,
-    dto::{format_money, Cart, Checkout},
+    api::{get_checkout, SetCartQuantity},
+    components::{
+        cart_lines::CartLines,
+        status_line::{Notice, StatusLine},
+    },
+    dto::{Checkout, Order},
     query,
-    submit_once::{reload_to, use_submit_once, SubmitOnce},
+    submit_once::{reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem},
 };
 
 /// The cart and the checkout form. Without wasm the form posts to `/checkout` (and the
-/// server redirects to the order); once hydrated, [`use_submit_once`] owns the submit and
-/// posts to `/api/checkout`. Both carry the cart's checkout key.
+/// server redirects to the order); once hydrated, the submit-once hook owns the submit and
+/// posts to `/api/checkout`. Both carry the cart's checkout key, which the server keeps
+/// with the cart: every render, tab and retry of the same cart submits under one key.
 #[component]
 pub fn CheckoutPage() -> impl IntoView {
-    let checkout = Resource::new(|| (), |_| get_checkout());
+    let edit = expect_context::<ServerAction<SetCartQuantity>>();
+    // Every change of the cart gives it a new key: show the cart and its key afresh.
+    let checkout = Resource::new(move || edit.version().get(), |_| get_checkout());
     let problem = move || use_query_map().read().get("problem");
     view! {
-        <h1>"Your cart"</h1>
+        <Title text="Your cart · Once"/>
+        <h1 tabindex="-1">"Your cart"</h1>
         {move || problem().map(|p| view! { <p class="error" role="alert">{p}</p> })}
         <Suspense fallback=|| view! { <p class="loading">"Loading your cart…"</p> }>
-            <ErrorBoundary fallback=|_| view! { <p class="error">"Your cart could not be loaded. Please reload."</p> }>
+            <ErrorBoundary fallback=|_| view! { <p class="error" role="alert">"Your cart could not be loaded. Please reload."</p> }>
                 {move || Suspend::new(async move { checkout.await.map(|c| view! { <CheckoutForm checkout=c/> }) })}
             </ErrorBoundary>
         </Suspense>
     }
 }
 
+fn messages() -> Messages {
+    Messages {
+        resuming: "Finishing your order…",
+        resuming_earlier: "We are finishing your earlier order first…",
+        still_running: "Your order is still being processed. Check My orders in a moment; clicking again is safe.",
+        ..Messages::default()
+    }
+}
+
 #[component]
 fn CheckoutForm(checkout: Checkout) -> impl IntoView {
+    let Checkout { cart, key, key_retention_secs } = checkout;
     let navigate = use_navigate();
-    let submit = use_submit_once("checkout", checkout.key.clone(), move |order| {
-        let id = order["id"].as_str().unwrap_or_default().to_owned();
-        // The order's own transaction emptied the cart on the server.
-        navigate(&format!("/orders/{id}"), Default::default());
-    })
-    // A refusal (out of stock, or the cart changed in another tab) ended the intent on the
-    // server, which gave the cart a new key: load the page afresh, so the cart, its key and
-    // the reason are shown together, exactly as after the no-wasm form.
-    .with_on_refused(|reason| {
-        reload_to(&format!("/checkout?problem={}", query::encode(&reason)));
-    });
-    let Checkout { cart, key } = checkout;
-    if cart.lines.is_empty() {
-        return view! {
-            <div class="panel">
-                <p class="empty">"Your cart is empty."</p>
-                <a href="/">"Browse the shop"</a>
-                <Progress submit/>
-            </div>
-        }
-        .into_any();
-    }
+    // What became of an earlier page's order, shown beside this cart instead of acting on it.
+    let notice = RwSignal::new(None::<Notice>);
+    let mut options = Options::new("checkout", key.clone(), KeyOwner::Server);
+    options.policy.resume_within_ms = key_retention_secs as f64 * 1000.0;
+    options.messages = messages();
+    let submit = use_submit_once(
+        options,
+        move |order: Order, origin| match origin {
+            // The order's own transaction emptied the cart on the server.
+            Origin::ThisPage => navigate(&format!("/orders/{}", order.id), Default::default()),
+            Origin::Earlier => notice.set(Some(Notice::placed(&order))),
+        },
+        move |problem: Problem, origin| match origin {
+            // The refusal ended the intent on the server, which gave the cart a new key:
+            // load the page afresh, so the cart, its key and the reason are shown together,
+            // exactly as after the no-wasm form.
+            Origin::ThisPage => {
+                reload_to(&format!("/checkout?problem={}", query::encode(&problem.detail)))
+            }
+            Origin::Earlier => notice.set(Some(Notice::not_placed(&problem))),
+        },
+    );
+    let empty = cart.lines.is_empty();
     // The server builds the order from the cart it holds, under the cart's key: a page
     // showing an older cart cannot order it (see `POST /api/checkout`).
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
@@ -59,48 +79,24 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
     };
     view! {
         <div class="panel">
-            <CartLines cart/>
-            <form method="post" action="/checkout" on:submit=on_submit class="checkout-form">
-                <input type="hidden" name="idempotency_key" value=key prop:value=move || submit.key.get()/>
-                <button type="submit" class="primary" disabled=move || submit.busy.get()>"Place order"</button>
-            </form>
-            <Progress submit/>
+            {move || notice.get().map(|n| n.view())}
+            <Show when=move || !empty fallback=|| view! {
+                <p class="empty">"Your cart is empty."</p>
+                <a href="/">"Browse the shop"</a>
+            }>
+                <CartLines cart=cart.clone() locked=submit.busy/>
+                <form method="post" action="/checkout" on:submit=on_submit class="checkout-form">
+                    <input type="hidden" name="idempotency_key" value=key.clone() prop:value=move || submit.key.get()/>
+                    <button
+                        type="submit"
+                        class="primary"
+                        aria-disabled=move || submit.busy.get().to_string()
+                    >
+                        "Place order"
+                    </button>
+                </form>
+            </Show>
+            <StatusLine status=submit.status testid="submit-status"/>
         </div>
-    }
-    .into_any()
-}
-
-/// What the hook is doing: progress while in flight, or why the shop refused.
-#[component]
-fn Progress(submit: SubmitOnce) -> impl IntoView {
-    view! {
-        <p class="progress" role="status" data-testid="submit-status">
-            {move || submit.message.get()}
-        </p>
-    }
-}
-
-#[component]
-fn CartLines(cart: Cart) -> impl IntoView {
-    let currency = cart
-        .lines
-        .first()
-        .map(|l| l.currency.clone())
-        .unwrap_or_default();
-    let total = format_money(cart.total_cents(), &currency);
-    view! {
-        <table class="lines">
-            <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th></tr></thead>
-            <tbody>
-                {cart.lines.into_iter().map(|l| view! {
-                    <tr>
-                        <td>{l.name}</td>
-                        <td class="num">{l.quantity}</td>
-                        <td class="num">{format_money(l.unit_price_cents * i64::from(l.quantity), &l.currency)}</td>
-                    </tr>
-                }).collect_view()}
-            </tbody>
-            <tfoot><tr><th>"Total"</th><th></th><th class="num">{total}</th></tr></tfoot>
-        </table>
     }
 }

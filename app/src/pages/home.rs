@@ -1,26 +1,33 @@
-use leptos::prelude::*;
+use leptos::{prelude::*, server_fn::ServerFn};
+use leptos_meta::Title;
 
 use crate::{
-    api::{list_products, AddToCart},
+    api::{fresh_key, list_products, AddToCart},
     components::stepper::QuantityStepper,
-    dto::{format_money, Product},
+    dto::{format_money, Product, MAX_QUANTITY},
+    submit_once::new_key,
 };
 
 /// The catalog: rendered on the server, interactive once hydrated.
 #[component]
 pub fn HomePage() -> impl IntoView {
     let products = Resource::new(|| (), |_| list_products());
+    // One key per rendering of the "Add to cart" forms, from the server so that a form
+    // posted before hydration carries one too.
+    let add_key = Resource::new(|| (), |_| fresh_key());
     view! {
+        <Title text="Once — a shop that charges you exactly once"/>
         <section class="hero">
-            <h1>"Small goods, charged exactly once"</h1>
+            <h1 tabindex="-1">"Small goods, charged exactly once"</h1>
             <p>"Double-click, reload, lose your connection: your order still happens once."</p>
         </section>
         <Suspense fallback=|| view! { <p class="loading">"Loading the catalog…"</p> }>
-            <ErrorBoundary fallback=|_| view! { <p class="error">"The catalog could not be loaded. Please try again."</p> }>
+            <ErrorBoundary fallback=|_| view! { <p class="error" role="alert">"The catalog could not be loaded. Please try again."</p> }>
                 {move || Suspend::new(async move {
+                    let key = add_key.await?;
                     products.await.map(|list| view! {
                         <ul class="catalog">
-                            {list.into_iter().map(|p| view! { <ProductCard product=p/> }).collect_view()}
+                            {list.into_iter().map(|p| view! { <ProductCard product=p add_key=key.clone()/> }).collect_view()}
                         </ul>
                     })
                 })}
@@ -29,38 +36,61 @@ pub fn HomePage() -> impl IntoView {
     }
 }
 
+/// One product with its "Add to cart" form. The form carries an add key: the server adds
+/// once per key, so a double click before hydration (two native posts) adds once. Once
+/// hydrated, the button is locked while an add is in flight, and every completed add gives
+/// the form a new key, so the next click is a new add.
 #[component]
-fn ProductCard(product: Product) -> impl IntoView {
+fn ProductCard(product: Product, add_key: String) -> impl IntoView {
     let add = expect_context::<ServerAction<AddToCart>>();
-    let Product {
-        sku,
-        name,
-        description,
-        price_cents,
-        currency,
-        stock,
-    } = product;
+    let Product { sku, name, description, price_cents, currency, stock } = product;
     let in_stock = stock > 0;
-    let initial = name.chars().next().unwrap_or('•').to_string();
-    // The form's children are a closure of their own, so it gets its own copies.
-    let (form_sku, form_name) = (sku.clone(), name.clone());
-    let stock_text = if in_stock {
-        format!("{stock} in stock")
-    } else {
-        "Sold out".to_owned()
+    let quantity = RwSignal::new(1u32);
+    let key = RwSignal::new(add_key.clone());
+    // A finished add (of any card) ends its key: the next add is a new intent.
+    Effect::new(move |seen: Option<usize>| {
+        let version = add.version().get();
+        if seen.is_some_and(|v| v != version) {
+            key.set(new_key());
+        }
+        version
+    });
+    let on_submit = {
+        let sku = sku.clone();
+        move |ev: leptos::ev::SubmitEvent| {
+            ev.prevent_default();
+            if !add.pending().get_untracked() && in_stock {
+                add.dispatch(AddToCart {
+                    sku: sku.clone(),
+                    quantity: quantity.get_untracked(),
+                    add_key: key.get_untracked(),
+                });
+            }
+        }
     };
+    let (card_sku, form_sku) = (sku.clone(), sku);
+    let initial = name.chars().next().unwrap_or('•').to_string();
+    let stock_text = if in_stock { format!("{stock} in stock") } else { "Sold out".to_owned() };
     view! {
-        <li class="product" data-sku=sku>
+        <li class="product" data-sku=card_sku>
             <div class="product-art" aria-hidden="true">{initial}</div>
-            <h2>{name}</h2>
+            <h2>{name.clone()}</h2>
             <p class="description">{description}</p>
             <p class="price">{format_money(price_cents, &currency)}</p>
             <p class="stock">{stock_text}</p>
-            <ActionForm action=add attr:class="add-form">
+            <form method="post" action=AddToCart::url() class="add-form" on:submit=on_submit>
                 <input type="hidden" name="sku" value=form_sku/>
-                <QuantityStepper label=form_name.clone() max=99/>
-                <button type="submit" class="primary" disabled=!in_stock>"Add to cart"</button>
-            </ActionForm>
+                <input type="hidden" name="add_key" value=add_key prop:value=move || key.get()/>
+                <QuantityStepper label=name quantity max=MAX_QUANTITY/>
+                <button
+                    type="submit"
+                    class="primary"
+                    disabled=!in_stock
+                    aria-disabled=move || add.pending().get().to_string()
+                >
+                    "Add to cart"
+                </button>
+            </form>
         </li>
     }
 }

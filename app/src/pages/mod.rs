@@ -1,4 +1,5 @@
 pub mod checkout;
 pub mod home;
+pub mod not_found;
 pub mod order;
 pub mod orders;

@@ -1,11 +1,13 @@
 use leptos::prelude::*;
+use leptos_meta::Title;
 use leptos_router::hooks::use_params_map;
 use uuid::Uuid;
 
 use crate::{
     api::{get_order, get_order_progress},
-    dto::{format_money, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus},
-    submit_once::{pause, use_submit_once},
+    components::status_line::StatusLine,
+    dto::{format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus, StatusChange},
+    submit_once::{pause, use_submit_once, KeyOwner, Messages, Options, Problem},
 };
 
 /// The card the payment form starts with: the sandbox's "always succeeds" test card.
@@ -13,21 +15,23 @@ const TEST_CARD: &str = "4242424242424242";
 /// How long the page keeps asking whether a payment has settled and the order shipped.
 const PROGRESS_POLLS: u32 = 90;
 
-/// One order: its number, its status, its lines, and while it awaits payment, a way to pay.
+/// One order: its number, dates, lines, total and status history; while it awaits payment,
+/// a way to pay; once fulfilled, its shipment.
 #[component]
 pub fn OrderPage() -> impl IntoView {
     let params = use_params_map();
-    let page = Resource::new(
-        move || params.read().get("id").unwrap_or_default(),
-        get_order,
-    );
+    let page = Resource::new(move || params.read().get("id").unwrap_or_default(), get_order);
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
-            <ErrorBoundary fallback=|_| view! { <p class="error">"The order could not be loaded. Please reload."</p> }>
+            <ErrorBoundary fallback=|_| view! { <p class="error" role="alert">"The order could not be loaded. Please reload."</p> }>
                 {move || Suspend::new(async move {
                     page.await.map(|found| match found {
                         Some(page) => view! { <OrderDetails page/> }.into_any(),
-                        None => view! { <p class="empty">"There is no such order."</p> }.into_any(),
+                        None => view! {
+                            <Title text="No such order · Once"/>
+                            <h1 tabindex="-1">"There is no such order"</h1>
+                            <p><a href="/orders">"See all your orders"</a></p>
+                        }.into_any(),
                     })
                 })}
             </ErrorBoundary>
@@ -35,32 +39,40 @@ pub fn OrderPage() -> impl IntoView {
     }
 }
 
+/// The order as it is now: polled while its payment settles and fulfillment runs.
+#[derive(Clone, Copy)]
+struct Live {
+    status: RwSignal<OrderStatus>,
+    fulfillment: RwSignal<Option<Fulfillment>>,
+    history: RwSignal<Vec<StatusChange>>,
+}
+
 #[component]
 fn OrderDetails(page: OrderPageData) -> impl IntoView {
-    let OrderPageData { order, pay_key } = page;
-    let Order {
-        id,
-        order_no,
-        status,
-        currency,
-        total_cents,
-        items,
-        fulfillment,
-        ..
-    } = order;
-    let status = RwSignal::new(status);
-    let fulfillment = RwSignal::new(fulfillment);
-    let awaiting_payment = move || status.get() == OrderStatus::PendingPayment;
+    let OrderPageData { order, pay_key, key_retention_secs } = page;
+    let Order { id, order_no, status, currency, total_cents, items, fulfillment, created_at, history } = order;
+    let live = Live {
+        status: RwSignal::new(status),
+        fulfillment: RwSignal::new(fulfillment),
+        history: RwSignal::new(history),
+    };
+    let awaiting_payment = move || live.status.get() == OrderStatus::PendingPayment;
     // A paid order is about to be fulfilled: follow it (in the browser only).
     Effect::new(move |_| {
-        if status.get_untracked() == OrderStatus::Paid && fulfillment.get_untracked().is_none() {
-            leptos::task::spawn_local(follow(id, status, fulfillment));
+        if live.status.get_untracked() == OrderStatus::Paid && live.fulfillment.get_untracked().is_none() {
+            leptos::task::spawn_local(follow(id, live));
         }
     });
     view! {
+        <Title text=format!("Order {order_no} · Once")/>
         <div class="panel order">
-            <h1>"Order " <span data-testid="order-no">{order_no}</span></h1>
-            <p><span class="status" data-testid="order-status">{move || status.get().label()}</span></p>
+            <h1 tabindex="-1">"Order " <span data-testid="order-no">{order_no.clone()}</span></h1>
+            <p class="meta">"Placed " <time datetime=created_at.clone()>{format_time(&created_at)}</time></p>
+            <p>
+                <span class="status" role="status" aria-live="polite" data-testid="order-status">
+                    {move || live.status.get().label()}
+                </span>
+            </p>
             <table class="lines">
                 <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th></tr></thead>
                 <tbody>
@@ -72,28 +84,59 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
                 <tfoot><tr><th>"Total"</th><th></th><th class="num">{format_money(total_cents, &currency)}</th></tr></tfoot>
             </table>
             <Show when=awaiting_payment>
-                <PayForm order_id=id pay_key=pay_key.clone() status fulfillment/>
+                <PayForm order_id=id pay_key=pay_key.clone() key_retention_secs live/>
             </Show>
-            {move || fulfillment.get().map(|f| view! { <FulfillmentPanel fulfillment=f/> })}
+            {move || live.fulfillment.get().map(|f| view! { <FulfillmentPanel fulfillment=f/> })}
+            <History history=live.history/>
             <a href="/orders">"All my orders"</a>
         </div>
     }
 }
 
-/// The payment form, driven by the same submit-once hook as the checkout. Once the charge
-/// is accepted, the page asks for the order's status until the payment has settled (by the
-/// charge's answer or the provider's callback, whichever lands first).
+/// Every status the order has had, oldest first.
 #[component]
-fn PayForm(
-    order_id: Uuid,
-    pay_key: String,
-    status: RwSignal<OrderStatus>,
-    fulfillment: RwSignal<Option<Fulfillment>>,
-) -> impl IntoView {
+fn History(history: RwSignal<Vec<StatusChange>>) -> impl IntoView {
+    view! {
+        <h2>"History"</h2>
+        <ol class="history" data-testid="history">
+            <For each=move || history.get() key=|c| (c.status, c.at.clone()) let(change)>
+                <li>
+                    <time datetime=change.at.clone()>{format_time(&change.at)}</time>
+                    " " {change.status.label()}
+                </li>
+            </For>
+        </ol>
+    }
+}
+
+/// The payment form, driven by the same submit-once hook as the checkout. The tab keeps the
+/// payment's key until the intent ends, so a reload or a duplicated tab continues the same
+/// payment. Once the charge is accepted, the page asks for the order's status until the
+/// payment has settled (by the charge's answer or the provider's callback).
+#[component]
+fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live) -> impl IntoView {
     let card = RwSignal::new(TEST_CARD.to_owned());
-    let submit = use_submit_once(format!("pay:{order_id}"), pay_key, move |_payment| {
-        leptos::task::spawn_local(follow(order_id, status, fulfillment));
-    });
+    // Paying needs the hook (there is no form post for payments): enabled once hydrated.
+    let ready = RwSignal::new(false);
+    Effect::new(move |_| ready.set(true));
+    let mut options = Options::new(format!("pay:{order_id}"), pay_key, KeyOwner::Tab);
+    options.policy.resume_within_ms = key_retention_secs as f64 * 1000.0;
+    options.messages = Messages {
+        resuming: "Finishing your payment…",
+        resuming_earlier: "Finishing your payment…",
+        still_running: "Your payment is still being processed. This page shows the result when it is done.",
+        ..Messages::default()
+    };
+    let submit = use_submit_once(
+        options,
+        move |_payment: serde_json::Value, _| leptos::task::spawn_local(follow(order_id, live)),
+        move |problem: Problem, _| {
+            // Another tab's payment, or the order settled meanwhile: show what it becomes.
+            if matches!(problem.name.as_str(), "payment-in-progress" | "order-not-payable") {
+                leptos::task::spawn_local(follow(order_id, live));
+            }
+        },
+    );
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let body = serde_json::json!({ "card_number": card.get_untracked() }).to_string();
@@ -112,20 +155,23 @@ fn PayForm(
                     on:input=move |ev| card.set(event_target_value(&ev))
                 />
             </label>
-            <button type="submit" class="primary" disabled=move || submit.busy.get()>"Pay"</button>
+            <button
+                type="submit"
+                class="primary"
+                disabled=move || !ready.get()
+                aria-disabled=move || submit.busy.get().to_string()
+            >
+                "Pay"
+            </button>
         </form>
-        <p class="progress" role="status" data-testid="pay-status">{move || submit.message.get()}</p>
+        <StatusLine status=submit.status testid="pay-status"/>
     }
 }
 
 /// What became of a paid order: its shipment number and confirmation email, or a backorder.
 #[component]
 fn FulfillmentPanel(fulfillment: Fulfillment) -> impl IntoView {
-    let Fulfillment {
-        status,
-        shipment_no,
-        email_url,
-    } = fulfillment;
+    let Fulfillment { status, shipment_no, email_url } = fulfillment;
     if status == "backordered" {
         return view! {
             <p class="fulfillment backordered" data-testid="fulfillment">
@@ -147,19 +193,19 @@ fn FulfillmentPanel(fulfillment: Fulfillment) -> impl IntoView {
 
 /// Asks for the order until its payment has settled and fulfillment has run (or the page
 /// gives up; a reload shows the latest either way).
-async fn follow(
-    order_id: Uuid,
-    status: RwSignal<OrderStatus>,
-    fulfillment: RwSignal<Option<Fulfillment>>,
-) {
+async fn follow(order_id: Uuid, live: Live) {
     for _ in 0..PROGRESS_POLLS {
         if let Ok(Some(now)) = get_order_progress(order_id.to_string()).await {
-            status.set(now.status);
             let done = match &now.fulfillment {
                 Some(f) => f.status == "backordered" || f.email_url.is_some(),
                 None => now.status == OrderStatus::Cancelled,
             };
-            fulfillment.set(now.fulfillment);
+            // The page may be gone (the shopper moved on): then there is nothing to show.
+            if live.status.try_set(now.status).is_some() {
+                return;
+            }
+            live.fulfillment.try_set(now.fulfillment);
+            live.history.try_set(now.history);
             if done {
                 return;
             }

@@ -33,5 +33,9 @@ pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
             Ok(n) => tracing::info!(deleted = n, "purged expired idempotency keys"),
             Err(e) => tracing::warn!(error = %e, "idempotency purge failed; will retry"),
         }
+        // The keys of "Add to cart" forms live as long as Idempotency-Keys do.
+        if let Err(e) = crate::cart::forget_old_adds(&db, retention).await {
+            tracing::warn!(error = %e, "forgetting old cart adds failed; will retry");
+        }
     }
 }

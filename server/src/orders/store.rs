@@ -5,7 +5,7 @@ use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use app::dto::{Fulfillment, Order, OrderItem, OrderStatus};
+use app::dto::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
 
 use super::NewOrder;
 use crate::{
@@ -90,10 +90,7 @@ pub async fn create(
             ApiError::unprocessable("unknown-sku", format!("there is no product {}", line.sku))
         })?;
         if product.stock < line.quantity {
-            return Err(ApiError::unprocessable(
-                "out-of-stock",
-                format!("only {} of {} are in stock", product.stock, product.sku),
-            ));
+            return Err(ApiError::unprocessable("out-of-stock", out_of_stock(product)));
         }
         items.push(OrderItem {
             sku: product.sku.clone(),
@@ -130,9 +127,29 @@ pub async fn create(
         items,
         created_at: created_at.to_rfc3339(),
         fulfillment: None,
+        // What the `orders_status_created` trigger has just written.
+        history: vec![StatusChange {
+            status: OrderStatus::PendingPayment,
+            at: created_at.to_rfc3339(),
+        }],
     };
     outbox::record(tx, "order", id, "order.created", json!({ "order": &order })).await?;
     Reply::created(format!("/api/orders/{id}"), &order)
+}
+
+/// What a shopper reads when a line asks for more than the shop has: the product by name,
+/// and what to do about it.
+fn out_of_stock(product: &PricedProduct) -> String {
+    match product.stock {
+        stock if stock <= 0 => format!(
+            "{} is sold out. Remove it from your cart to order the rest.",
+            product.name
+        ),
+        stock => format!(
+            "Only {stock} of {} are in stock. Lower the quantity in your cart, then order again.",
+            product.name
+        ),
+    }
 }
 
 fn single_currency(products: &[PricedProduct]) -> Result<String, ApiError> {
@@ -181,7 +198,10 @@ const SELECT_ORDERS: &str = "
                                                'unit_price_cents', i.unit_price_cents) ORDER BY i.line_no)
                     FILTER (WHERE i.order_id IS NOT NULL), '[]') AS items,
            f.status AS fulfillment_status, f.shipment_no,
-           EXISTS (SELECT 1 FROM emails e WHERE e.order_id = o.id AND e.kind = 'order_confirmation') AS has_email
+           EXISTS (SELECT 1 FROM emails e WHERE e.order_id = o.id AND e.kind = 'order_confirmation') AS has_email,
+           (SELECT coalesce(json_agg(json_build_object('status', h.status,
+                                        'at', to_char(h.at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"+00:00\"')) ORDER BY h.id), '[]')
+              FROM order_status_changes h WHERE h.order_id = o.id) AS history
       FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
                     LEFT JOIN fulfillments f ON f.order_id = o.id";
 
@@ -197,6 +217,7 @@ struct OrderRow {
     fulfillment_status: Option<String>,
     shipment_no: Option<i64>,
     has_email: bool,
+    history: sqlx::types::Json<Vec<StatusChange>>,
 }
 
 impl From<OrderRow> for Order {
@@ -214,6 +235,7 @@ impl From<OrderRow> for Order {
                 shipment_no: row.shipment_no.map(shipment_label),
                 email_url: row.has_email.then(|| format!("/orders/{}/email", row.id)),
             }),
+            history: row.history.0,
         }
     }
 }

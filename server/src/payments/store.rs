@@ -93,7 +93,10 @@ async fn why_not_payable(
         None => ApiError::NotFound,
         Some(status) => ApiError::unprocessable(
             "order-not-payable",
-            format!("the order is {status}, not awaiting payment"),
+            match status.as_str() {
+                "cancelled" => "This order was cancelled, so it cannot be paid.",
+                _ => "This order is paid already. Nothing more was charged.",
+            },
         ),
     })
 }

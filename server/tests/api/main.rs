@@ -19,4 +19,5 @@ mod payment_attempts;
 mod payments;
 mod reconcile;
 mod sessions;
+mod shop;
 mod worker_faults;

@@ -231,19 +231,37 @@ impl TestApp {
         tokio::spawn(async move { request.send().await.expect("request sent") })
     }
 
-    /// Adds to `client`'s cart through the server function the shop's form posts to.
+    /// Adds to `client`'s cart through the server function the shop's form posts to, under
+    /// a fresh add key (each call is a new click).
     pub async fn add_to_cart(&self, client: &Client, sku: &str, quantity: u32) {
-        let added = client
-            .post(self.url("/_fn/add_to_cart"))
-            .form(&[("sku", sku), ("quantity", &quantity.to_string())])
-            .send()
-            .await
-            .expect("request sent");
+        let key = uuid::Uuid::new_v4().to_string();
+        self.add_to_cart_with_key(client, sku, quantity, &key).await;
+    }
+
+    /// Posts the shop's "Add to cart" form with the given add key.
+    pub async fn add_to_cart_with_key(&self, client: &Client, sku: &str, quantity: u32, key: &str) {
+        let added = self.post_fn(client, "add_to_cart", &[("sku", sku), ("quantity", &quantity.to_string()), ("add_key", key)]).await;
         assert!(
             added.status().is_success() || added.status().is_redirection(),
             "{}",
             added.status()
         );
+    }
+
+    /// Sets a cart line's quantity (0 removes it) through the cart page's server function.
+    pub async fn set_cart_quantity(&self, client: &Client, sku: &str, quantity: u32) {
+        let changed = self.post_fn(client, "set_cart_quantity", &[("sku", sku), ("quantity", &quantity.to_string())]).await;
+        assert!(changed.status().is_success(), "{}", changed.status());
+    }
+
+    /// Posts a form to the server function `name`, as the shop's pages do.
+    pub async fn post_fn(&self, client: &Client, name: &str, form: &[(&str, &str)]) -> reqwest::Response {
+        client
+            .post(self.url(&format!("/_fn/{name}")))
+            .form(form)
+            .send()
+            .await
+            .expect("request sent")
     }
 
     /// `client`'s cart, as the server function returns it.

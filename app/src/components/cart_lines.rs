@@ -1,0 +1,65 @@
+use leptos::prelude::*;
+
+use crate::{
+    api::SetCartQuantity,
+    dto::{format_money, Cart, CartLine, MAX_QUANTITY},
+};
+
+/// The cart's lines, each with its quantity to change and a way to remove it. The forms work
+/// before hydration too (they post to the server function, which sends the shopper back).
+/// `locked` while an order is being placed: the cart must not change under it.
+#[component]
+pub fn CartLines(cart: Cart, locked: RwSignal<bool>) -> impl IntoView {
+    let currency = cart.lines.first().map(|l| l.currency.clone()).unwrap_or_default();
+    let total = format_money(cart.total_cents(), &currency);
+    view! {
+        <table class="lines">
+            <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th><th><span class="visually-hidden">"Actions"</span></th></tr></thead>
+            <tbody>
+                {cart.lines.into_iter().map(|line| view! { <LineRow line locked/> }).collect_view()}
+            </tbody>
+            <tfoot><tr><th>"Total"</th><th></th><th class="num" data-testid="cart-total">{total}</th><th></th></tr></tfoot>
+        </table>
+    }
+}
+
+#[component]
+fn LineRow(line: CartLine, locked: RwSignal<bool>) -> impl IntoView {
+    let edit = expect_context::<ServerAction<SetCartQuantity>>();
+    let busy = move || locked.get() || edit.pending().get();
+    let CartLine { sku, name, quantity, unit_price_cents, currency, in_stock } = line;
+    let price = format_money(unit_price_cents * i64::from(quantity), &currency);
+    let short = (quantity > in_stock).then(|| match in_stock {
+        0 => "Sold out: please remove it.".to_owned(),
+        n => format!("Only {n} in stock: please lower the quantity."),
+    });
+    let (update_sku, remove_sku) = (sku.clone(), sku.clone());
+    let (qty_label, remove_label) = (format!("Quantity of {name}"), format!("Remove {name}"));
+    view! {
+        <tr data-sku=sku>
+            <td>{name} {short.map(|s| view! { <span class="warning">{s}</span> })}</td>
+            <td class="num">
+                <ActionForm action=edit attr:class="qty-form">
+                    <input type="hidden" name="sku" value=update_sku/>
+                    <input
+                        type="number"
+                        name="quantity"
+                        min="1"
+                        max=MAX_QUANTITY
+                        value=quantity
+                        aria-label=qty_label
+                    />
+                    <button type="submit" disabled=busy>"Update"</button>
+                </ActionForm>
+            </td>
+            <td class="num">{price}</td>
+            <td>
+                <ActionForm action=edit>
+                    <input type="hidden" name="sku" value=remove_sku/>
+                    <input type="hidden" name="quantity" value="0"/>
+                    <button type="submit" class="link" disabled=busy aria-label=remove_label>"Remove"</button>
+                </ActionForm>
+            </td>
+        </tr>
+    }
+}

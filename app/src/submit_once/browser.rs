@@ -1,0 +1,196 @@
+//! The hook's contact with the browser: HTTP, timers, `sessionStorage`, random keys. On the
+//! server (server-side rendering) the hook only renders, so these do nothing there.
+
+pub use imp::*;
+
+#[cfg(feature = "hydrate")]
+mod imp {
+    use gloo_net::http::{Request, Response};
+    use gloo_timers::future::TimeoutFuture;
+
+    use super::super::{
+        policy::{self, Answer, Next},
+        Intent, Outcome, Problem, Ui,
+    };
+
+    pub async fn pause(ms: u32) {
+        TimeoutFuture::new(ms).await
+    }
+
+    pub fn now_ms() -> f64 {
+        js_sys::Date::now()
+    }
+
+    pub fn reload_to(url: &str) {
+        if let Some(window) = web_sys::window() {
+            let _ = window.location().set_href(url);
+        }
+    }
+
+    /// A fresh version 4 UUID from the browser's cryptographic random numbers.
+    pub fn new_key() -> String {
+        let mut bytes = [0u8; 16];
+        let filled = web_sys::window()
+            .and_then(|w| w.crypto().ok())
+            .is_some_and(|c| c.get_random_values_with_u8_array(&mut bytes).is_ok());
+        if !filled {
+            // No Web Crypto at all (a very old browser): still unique enough for one
+            // shopper's intents, which is all a key is scoped to.
+            for b in &mut bytes {
+                *b = (js_sys::Math::random() * 256.0) as u8;
+            }
+        }
+        policy::uuid_v4(bytes)
+    }
+
+    fn storage() -> Option<web_sys::Storage> {
+        web_sys::window()?.session_storage().ok()?
+    }
+
+    fn item(slot: &str) -> String {
+        format!("once:intent:{slot}")
+    }
+
+    pub fn load(slot: &str) -> Option<Intent> {
+        let text = storage()?.get_item(&item(slot)).ok()??;
+        serde_json::from_str(&text).ok()
+    }
+
+    pub fn save(slot: &str, intent: &Intent) {
+        if let (Some(storage), Ok(text)) = (storage(), serde_json::to_string(intent)) {
+            let _ = storage.set_item(&item(slot), &text);
+        }
+    }
+
+    pub fn forget(slot: &str) {
+        if let Some(storage) = storage() {
+            let _ = storage.remove_item(&item(slot));
+        }
+    }
+
+    async fn post(intent: &Intent) -> Result<Response, gloo_net::Error> {
+        Request::post(intent.url.as_deref().unwrap_or_default())
+            .header("Idempotency-Key", &intent.key)
+            .header("Content-Type", "application/json")
+            .header("Accept", "application/json")
+            .body(intent.body.clone().unwrap_or_default())?
+            .send()
+            .await
+    }
+
+    /// An answer, read once: its status, `Retry-After`, and the JSON body.
+    struct Reply {
+        status: u16,
+        retry_after_s: Option<u32>,
+        body: serde_json::Value,
+    }
+
+    impl Reply {
+        async fn read(response: Result<Response, gloo_net::Error>) -> Self {
+            let Ok(response) = response else {
+                return Self { status: 0, retry_after_s: None, body: Default::default() };
+            };
+            let retry_after_s = response
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.trim().parse().ok());
+            Self {
+                status: response.status(),
+                retry_after_s,
+                body: response.json().await.unwrap_or_default(),
+            }
+        }
+
+        fn problem_name(&self) -> Option<&str> {
+            self.body["type"].as_str().map(policy::problem_name)
+        }
+
+        fn problem(&self) -> Problem {
+            Problem {
+                status: self.status,
+                name: self.problem_name().unwrap_or_default().to_owned(),
+                detail: self.body["detail"]
+                    .as_str()
+                    .unwrap_or("The shop could not accept this request.")
+                    .to_owned(),
+            }
+        }
+    }
+
+    /// Sends the intent until an answer ends it or the policy gives up.
+    pub(in super::super) async fn deliver(intent: &Intent, ui: &Ui) -> Outcome {
+        let (policy, messages) = (&ui.shared.options.policy, &ui.shared.options.messages);
+        let mut retry = 0;
+        let mut first_wait: Option<f64> = None;
+        loop {
+            if ui.cancelled() {
+                return Outcome::GaveUp(messages.cancelled.into());
+            }
+            let reply = Reply::read(post(intent).await).await;
+            let answer = Answer {
+                status: reply.status,
+                problem: reply.problem_name(),
+                retry_after_s: reply.retry_after_s,
+            };
+            let waited = first_wait.map_or(0, |t| (now_ms() - t) as u32);
+            match policy::next(policy, &answer, retry, waited, js_sys::Math::random()) {
+                Next::Done => return Outcome::Done(reply.body),
+                Next::Refused => return Outcome::Refused(reply.problem()),
+                Next::Retry { wait_ms } => {
+                    retry += 1;
+                    ui.progress(messages.retrying);
+                    pause(wait_ms).await;
+                }
+                Next::AwaitFirst { wait_ms } => {
+                    first_wait.get_or_insert_with(now_ms);
+                    let slow = waited >= policy.slow_after_ms;
+                    ui.progress(if slow { messages.slow } else { messages.waiting_for_first });
+                    await_first(&intent.key, wait_ms).await;
+                }
+                Next::GiveUp => {
+                    return Outcome::GaveUp(match reply.status {
+                        409 => messages.still_running.into(),
+                        status if policy::is_retryable(status) => messages.unreachable.into(),
+                        _ => messages.server_error.into(),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Waits while the server reports the key's first request as still processing; the
+    /// caller then asks again, and gets the stored answer once it is complete.
+    async fn await_first(key: &str, wait_ms: u32) {
+        let url = format!("/api/idempotency-keys/{}", js_sys::encode_uri_component(key));
+        for _ in 0..10 {
+            pause(wait_ms).await;
+            let Ok(response) = Request::get(&url).send().await else { return };
+            let status: serde_json::Value = response.json().await.unwrap_or_default();
+            if status["state"] != "processing" {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(not(feature = "hydrate"))]
+mod imp {
+    use super::super::{Intent, Outcome, Ui};
+
+    pub async fn pause(_: u32) {}
+    pub fn now_ms() -> f64 {
+        0.0
+    }
+    pub fn reload_to(_: &str) {}
+    pub fn new_key() -> String {
+        String::new()
+    }
+    pub fn load(_: &str) -> Option<Intent> {
+        None
+    }
+    pub fn save(_: &str, _: &Intent) {}
+    pub fn forget(_: &str) {}
+    pub(in super::super) async fn deliver(_: &Intent, _: &Ui) -> Outcome {
+        Outcome::GaveUp(String::new())
+    }
+}
