@@ -20,7 +20,11 @@ pub async fn get_cart() -> Result<Cart, ServerFnError> {
 /// Adds to the cart once per `add_key`: the form carries a key, so a double click (or a
 /// re-posted form before the page is interactive) adds once.
 #[server(prefix = "/_fn", endpoint = "add_to_cart")]
-pub async fn add_to_cart(sku: String, quantity: u32, add_key: String) -> Result<Cart, ServerFnError> {
+pub async fn add_to_cart(
+    sku: String,
+    quantity: u32,
+    add_key: String,
+) -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
     Ok(crate::backend::backend()?
         .add_to_cart(session, sku, quantity, add_key)

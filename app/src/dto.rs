@@ -189,7 +189,10 @@ mod tests {
 
     #[test]
     fn times_are_shown_to_the_minute_in_utc() {
-        assert_eq!(format_time("2026-12-01T09:05:59.123456+00:00"), "2026-12-01 09:05 UTC");
+        assert_eq!(
+            format_time("2026-12-01T09:05:59.123456+00:00"),
+            "2026-12-01 09:05 UTC"
+        );
         assert_eq!(format_time("garbage"), "garbage");
     }
 

@@ -16,10 +16,11 @@ export const test = base.extend<{ cleanGates: void }>({
 });
 export { expect };
 
-/** Adds to this page's session cart through the same server function the shop's form uses. */
+/** Adds to this page's session cart through the same server function the shop's form uses
+ * (each call a new click, so a new add key). */
 export async function addToCart(page: Page, sku: string, quantity = 1, base = '') {
   const response = await page.request.post(`${base}/_fn/add_to_cart`, {
-    form: { sku, quantity: String(quantity) },
+    form: { sku, quantity: String(quantity), add_key: crypto.randomUUID() },
     headers: { accept: 'application/json' },
   });
   expect(response.ok()).toBeTruthy();
@@ -95,3 +96,49 @@ export async function doubleClickWhileHeld(request: APIRequestContext, base: str
 }
 
 export const ORDER_URL = /\/orders\/[0-9a-f-]{36}$/;
+
+/** This page's session cart, through the server function the header reads. */
+export async function cart(page: Page, base = ''): Promise<{ lines: any[] }> {
+  const response = await page.request.post(`${base}/_fn/get_cart`, { headers: { accept: 'application/json' } });
+  expect(response.ok()).toBeTruthy();
+  return response.json();
+}
+
+/** Charges in the sandbox provider's own ledger for this order's payment attempts. */
+export async function providerCharges(page: Page, orderId: string): Promise<number> {
+  const provider = process.env.ONCE_E2E_PROVIDER_URL!;
+  const payments: any[] = await (await page.request.get(`/api/orders/${orderId}/payments`)).json();
+  const references = new Set(payments.map((p) => p.id));
+  let count = 0;
+  let cursor = '';
+  do {
+    const after = cursor ? `&starting_after=${cursor}` : '';
+    const ledger = await (await page.request.get(`${provider}/v1/transactions?limit=100${after}`)).json();
+    count += ledger.data.filter((c: any) => c.kind === 'charge' && references.has(c.reference)).length;
+    cursor = ledger.next_cursor;
+  } while (cursor);
+  return count;
+}
+
+/** From now on, what the page logs as an error and what it throws (a panic in the wasm
+ * shows as both). */
+export function consoleErrors(page: Page): string[] {
+  const errors: string[] = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') errors.push(`${page.url()}: ${m.text()}`);
+  });
+  page.on('pageerror', (e) => errors.push(`${page.url()}: ${e.message}`));
+  return errors;
+}
+
+/** Opens `url` in a new tab that starts with a copy of `page`'s sessionStorage, as the
+ * browser's "Duplicate tab" does. */
+export async function duplicateTab(page: Page, url: string): Promise<Page> {
+  const storage = await page.evaluate(() => JSON.stringify(Object.entries(sessionStorage)));
+  const copy = await page.context().newPage();
+  await copy.addInitScript((entries: string) => {
+    if (sessionStorage.length === 0) for (const [k, v] of JSON.parse(entries)) sessionStorage.setItem(k, v);
+  }, storage);
+  await copy.goto(url);
+  return copy;
+}

@@ -1,29 +1,7 @@
-import { Page } from '@playwright/test';
-import { test, expect, doubleClickWhileHeld, hydrated, PAY_PATH, placeOrder, recordPosts } from '../support/shop';
+import { test, expect, doubleClickWhileHeld, hydrated, PAY_PATH, placeOrder, providerCharges, recordPosts } from '../support/shop';
 
 /** Paid, or already past it: the fulfillment consumer ships a paid order within moments. */
 const PAID = /^(Paid|Fulfilled)$/;
-
-const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
-
-test.afterEach(async ({ page }, testInfo) => {
-  await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
-});
-
-/** Charges in the provider's own ledger for this order's payment attempts. */
-async function providerCharges(page: Page, orderId: string): Promise<number> {
-  const payments: any[] = await (await page.request.get(`/api/orders/${orderId}/payments`)).json();
-  const references = new Set(payments.map((p) => p.id));
-  const ledger = await (await page.request.get(`${PROVIDER()}/v1/transactions?limit=100`)).json();
-  let count = ledger.data.filter((c: any) => c.kind === 'charge' && references.has(c.reference)).length;
-  let cursor = ledger.next_cursor;
-  while (cursor) {
-    const next = await (await page.request.get(`${PROVIDER()}/v1/transactions?limit=100&starting_after=${cursor}`)).json();
-    count += next.data.filter((c: any) => c.kind === 'charge' && references.has(c.reference)).length;
-    cursor = next.next_cursor;
-  }
-  return count;
-}
 
 test('double-clicking "Pay" sends one request, charges once and the page shows it paid', async ({ page, baseURL, request }) => {
   const orderId = await placeOrder(page);

@@ -223,12 +223,11 @@ pub async fn forget_old_adds(
     db: &PgPool,
     retention: std::time::Duration,
 ) -> Result<u64, sqlx::Error> {
-    let deleted = sqlx::query(
-        "DELETE FROM cart_adds WHERE added_at < now() - $1 * interval '1 millisecond'",
-    )
-    .bind(retention.as_millis() as i64)
-    .execute(db)
-    .await?;
+    let deleted =
+        sqlx::query("DELETE FROM cart_adds WHERE added_at < now() - $1 * interval '1 millisecond'")
+            .bind(retention.as_millis() as i64)
+            .execute(db)
+            .await?;
     Ok(deleted.rows_affected())
 }
 

@@ -10,7 +10,11 @@ use crate::{
 /// `locked` while an order is being placed: the cart must not change under it.
 #[component]
 pub fn CartLines(cart: Cart, locked: RwSignal<bool>) -> impl IntoView {
-    let currency = cart.lines.first().map(|l| l.currency.clone()).unwrap_or_default();
+    let currency = cart
+        .lines
+        .first()
+        .map(|l| l.currency.clone())
+        .unwrap_or_default();
     let total = format_money(cart.total_cents(), &currency);
     view! {
         <table class="lines">
@@ -27,7 +31,14 @@ pub fn CartLines(cart: Cart, locked: RwSignal<bool>) -> impl IntoView {
 fn LineRow(line: CartLine, locked: RwSignal<bool>) -> impl IntoView {
     let edit = expect_context::<ServerAction<SetCartQuantity>>();
     let busy = move || locked.get() || edit.pending().get();
-    let CartLine { sku, name, quantity, unit_price_cents, currency, in_stock } = line;
+    let CartLine {
+        sku,
+        name,
+        quantity,
+        unit_price_cents,
+        currency,
+        in_stock,
+    } = line;
     let price = format_money(unit_price_cents * i64::from(quantity), &currency);
     let short = (quantity > in_stock).then(|| match in_stock {
         0 => "Sold out: please remove it.".to_owned(),

@@ -25,7 +25,9 @@ fn focus_heading() {
                 .query_selector("main h1")
                 .ok()
                 .flatten()
-                .and_then(|h| leptos::wasm_bindgen::JsCast::dyn_into::<leptos::web_sys::HtmlElement>(h).ok())
+                .and_then(|h| {
+                    leptos::wasm_bindgen::JsCast::dyn_into::<leptos::web_sys::HtmlElement>(h).ok()
+                })
             {
                 let _ = heading.focus();
                 return;

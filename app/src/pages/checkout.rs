@@ -37,6 +37,7 @@ pub fn CheckoutPage() -> impl IntoView {
 
 fn messages() -> Messages {
     Messages {
+        sending: "Placing your order…",
         resuming: "Finishing your order…",
         resuming_earlier: "We are finishing your earlier order first…",
         still_running: "Your order is still being processed. Check My orders in a moment; clicking again is safe.",
@@ -46,7 +47,11 @@ fn messages() -> Messages {
 
 #[component]
 fn CheckoutForm(checkout: Checkout) -> impl IntoView {
-    let Checkout { cart, key, key_retention_secs } = checkout;
+    let Checkout {
+        cart,
+        key,
+        key_retention_secs,
+    } = checkout;
     let navigate = use_navigate();
     // What became of an earlier page's order, shown beside this cart instead of acting on it.
     let notice = RwSignal::new(None::<Notice>);
@@ -64,9 +69,10 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
             // The refusal ended the intent on the server, which gave the cart a new key:
             // load the page afresh, so the cart, its key and the reason are shown together,
             // exactly as after the no-wasm form.
-            Origin::ThisPage => {
-                reload_to(&format!("/checkout?problem={}", query::encode(&problem.detail)))
-            }
+            Origin::ThisPage => reload_to(&format!(
+                "/checkout?problem={}",
+                query::encode(&problem.detail)
+            )),
             Origin::Earlier => notice.set(Some(Notice::not_placed(&problem))),
         },
     );

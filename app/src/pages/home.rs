@@ -43,9 +43,18 @@ pub fn HomePage() -> impl IntoView {
 #[component]
 fn ProductCard(product: Product, add_key: String) -> impl IntoView {
     let add = expect_context::<ServerAction<AddToCart>>();
-    let Product { sku, name, description, price_cents, currency, stock } = product;
+    let Product {
+        sku,
+        name,
+        description,
+        price_cents,
+        currency,
+        stock,
+    } = product;
     let in_stock = stock > 0;
     let quantity = RwSignal::new(1u32);
+    // The page's key made the card's own, so no two cards ever share an add key.
+    let add_key = format!("{add_key}:{sku}");
     let key = RwSignal::new(add_key.clone());
     // A finished add (of any card) ends its key: the next add is a new intent.
     Effect::new(move |seen: Option<usize>| {
@@ -70,7 +79,11 @@ fn ProductCard(product: Product, add_key: String) -> impl IntoView {
     };
     let (card_sku, form_sku) = (sku.clone(), sku);
     let initial = name.chars().next().unwrap_or('•').to_string();
-    let stock_text = if in_stock { format!("{stock} in stock") } else { "Sold out".to_owned() };
+    let stock_text = if in_stock {
+        format!("{stock} in stock")
+    } else {
+        "Sold out".to_owned()
+    };
     view! {
         <li class="product" data-sku=card_sku>
             <div class="product-art" aria-hidden="true">{initial}</div>

@@ -6,7 +6,10 @@ use uuid::Uuid;
 use crate::{
     api::{get_order, get_order_progress},
     components::status_line::StatusLine,
-    dto::{format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus, StatusChange},
+    dto::{
+        format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
+        StatusChange,
+    },
     submit_once::{pause, use_submit_once, KeyOwner, Messages, Options, Problem},
 };
 
@@ -20,7 +23,10 @@ const PROGRESS_POLLS: u32 = 90;
 #[component]
 pub fn OrderPage() -> impl IntoView {
     let params = use_params_map();
-    let page = Resource::new(move || params.read().get("id").unwrap_or_default(), get_order);
+    let page = Resource::new(
+        move || params.read().get("id").unwrap_or_default(),
+        get_order,
+    );
     view! {
         <Suspense fallback=|| view! { <p class="loading">"Loading the order…"</p> }>
             <ErrorBoundary fallback=|_| view! { <p class="error" role="alert">"The order could not be loaded. Please reload."</p> }>
@@ -49,8 +55,22 @@ struct Live {
 
 #[component]
 fn OrderDetails(page: OrderPageData) -> impl IntoView {
-    let OrderPageData { order, pay_key, key_retention_secs } = page;
-    let Order { id, order_no, status, currency, total_cents, items, fulfillment, created_at, history } = order;
+    let OrderPageData {
+        order,
+        pay_key,
+        key_retention_secs,
+    } = page;
+    let Order {
+        id,
+        order_no,
+        status,
+        currency,
+        total_cents,
+        items,
+        fulfillment,
+        created_at,
+        history,
+    } = order;
     let live = Live {
         status: RwSignal::new(status),
         fulfillment: RwSignal::new(fulfillment),
@@ -59,7 +79,9 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
     let awaiting_payment = move || live.status.get() == OrderStatus::PendingPayment;
     // A paid order is about to be fulfilled: follow it (in the browser only).
     Effect::new(move |_| {
-        if live.status.get_untracked() == OrderStatus::Paid && live.fulfillment.get_untracked().is_none() {
+        if live.status.get_untracked() == OrderStatus::Paid
+            && live.fulfillment.get_untracked().is_none()
+        {
             leptos::task::spawn_local(follow(id, live));
         }
     });
@@ -122,9 +144,11 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
     let mut options = Options::new(format!("pay:{order_id}"), pay_key, KeyOwner::Tab);
     options.policy.resume_within_ms = key_retention_secs as f64 * 1000.0;
     options.messages = Messages {
+        sending: "Paying…",
         resuming: "Finishing your payment…",
         resuming_earlier: "Finishing your payment…",
-        still_running: "Your payment is still being processed. This page shows the result when it is done.",
+        still_running:
+            "Your payment is still being processed. This page shows the result when it is done.",
         ..Messages::default()
     };
     let submit = use_submit_once(
@@ -132,7 +156,10 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
         move |_payment: serde_json::Value, _| leptos::task::spawn_local(follow(order_id, live)),
         move |problem: Problem, _| {
             // Another tab's payment, or the order settled meanwhile: show what it becomes.
-            if matches!(problem.name.as_str(), "payment-in-progress" | "order-not-payable") {
+            if matches!(
+                problem.name.as_str(),
+                "payment-in-progress" | "order-not-payable"
+            ) {
                 leptos::task::spawn_local(follow(order_id, live));
             }
         },
@@ -171,7 +198,11 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
 /// What became of a paid order: its shipment number and confirmation email, or a backorder.
 #[component]
 fn FulfillmentPanel(fulfillment: Fulfillment) -> impl IntoView {
-    let Fulfillment { status, shipment_no, email_url } = fulfillment;
+    let Fulfillment {
+        status,
+        shipment_no,
+        email_url,
+    } = fulfillment;
     if status == "backordered" {
         return view! {
             <p class="fulfillment backordered" data-testid="fulfillment">

@@ -88,7 +88,11 @@ mod imp {
     impl Reply {
         async fn read(response: Result<Response, gloo_net::Error>) -> Self {
             let Ok(response) = response else {
-                return Self { status: 0, retry_after_s: None, body: Default::default() };
+                return Self {
+                    status: 0,
+                    retry_after_s: None,
+                    body: Default::default(),
+                };
             };
             let retry_after_s = response
                 .headers()
@@ -144,7 +148,11 @@ mod imp {
                 Next::AwaitFirst { wait_ms } => {
                     first_wait.get_or_insert_with(now_ms);
                     let slow = waited >= policy.slow_after_ms;
-                    ui.progress(if slow { messages.slow } else { messages.waiting_for_first });
+                    ui.progress(match (slow, ui.resuming) {
+                        (true, _) => messages.slow,
+                        (false, Some(resuming)) => resuming,
+                        (false, None) => messages.waiting_for_first,
+                    });
                     await_first(&intent.key, wait_ms).await;
                 }
                 Next::GiveUp => {
@@ -161,10 +169,15 @@ mod imp {
     /// Waits while the server reports the key's first request as still processing; the
     /// caller then asks again, and gets the stored answer once it is complete.
     async fn await_first(key: &str, wait_ms: u32) {
-        let url = format!("/api/idempotency-keys/{}", js_sys::encode_uri_component(key));
+        let url = format!(
+            "/api/idempotency-keys/{}",
+            js_sys::encode_uri_component(key)
+        );
         for _ in 0..10 {
             pause(wait_ms).await;
-            let Ok(response) = Request::get(&url).send().await else { return };
+            let Ok(response) = Request::get(&url).send().await else {
+                return;
+            };
             let status: serde_json::Value = response.json().await.unwrap_or_default();
             if status["state"] != "processing" {
                 return;

@@ -67,6 +67,7 @@ pub struct Problem {
 /// The texts the hook shows while it works; every page can word its own.
 #[derive(Clone, Debug)]
 pub struct Messages {
+    pub sending: &'static str,
     pub resuming: &'static str,
     pub resuming_earlier: &'static str,
     pub retrying: &'static str,
@@ -81,6 +82,7 @@ pub struct Messages {
 impl Default for Messages {
     fn default() -> Self {
         Self {
+            sending: "Sending…",
             resuming: "Picking up where you left off…",
             resuming_earlier: "We are finishing what you started earlier…",
             retrying: "Connection problem — retrying safely…",
@@ -227,20 +229,31 @@ impl SubmitOnce {
             since_ms,
         };
         browser::save(&shared.options.slot, &intent);
-        self.send(intent, Origin::ThisPage);
+        let sending = shared.options.messages.sending;
+        self.status.set(Some(Status::Progress(sending.into())));
+        self.send(intent, Origin::ThisPage, None);
     }
 
     /// Stops waiting for the submit in flight. The key is kept: what the server may have
     /// done is found again by the next submit, never done twice.
     pub fn cancel(self) {
-        self.shared.get_value().cancelled.store(true, Ordering::Relaxed);
+        self.shared
+            .get_value()
+            .cancelled
+            .store(true, Ordering::Relaxed);
     }
 
     /// Resumes an intent left in flight by a reload or an earlier page; for a tab-owned
     /// key, continues the tab's unfinished intent.
     fn adopt_stored_intent(self) {
         let shared = self.shared.get_value();
-        let Options { slot, server_key, key_owner, policy, messages } = &shared.options;
+        let Options {
+            slot,
+            server_key,
+            key_owner,
+            policy,
+            messages,
+        } = &shared.options;
         let stored = browser::load(slot)
             .filter(|s| browser::now_ms() - s.since_ms < policy.resume_within_ms);
         match stored {
@@ -256,22 +269,33 @@ impl SubmitOnce {
                     Origin::Earlier => messages.resuming_earlier,
                 };
                 self.status.set(Some(Status::Progress(text.into())));
-                self.send(stored, origin);
+                self.send(stored, origin, Some(text));
             }
             Some(stored) if *key_owner == KeyOwner::Tab => self.key.set(stored.key),
             _ if *key_owner == KeyOwner::Tab => browser::save(
                 slot,
-                &Intent { key: server_key.clone(), url: None, body: None, since_ms: browser::now_ms() },
+                &Intent {
+                    key: server_key.clone(),
+                    url: None,
+                    body: None,
+                    since_ms: browser::now_ms(),
+                },
             ),
             _ => browser::forget(slot),
         }
     }
 
-    fn send(self, intent: Intent, origin: Origin) {
+    /// Delivers `intent` in a task of its own. A resumed intent keeps saying so (`resuming`)
+    /// while it waits for its first try, so the shopper knows what the page is finishing.
+    fn send(self, intent: Intent, origin: Origin, resuming: Option<&'static str>) {
         let shared = self.shared.get_value();
         shared.cancelled.store(false, Ordering::Relaxed);
         self.busy.set(true);
-        let ui = Ui { hook: self, shared: shared.clone() };
+        let ui = Ui {
+            hook: self,
+            shared: shared.clone(),
+            resuming,
+        };
         leptos::task::spawn_local(async move {
             let outcome = browser::deliver(&intent, &ui).await;
             ui.finish(intent, origin, outcome);
@@ -292,6 +316,8 @@ enum Outcome {
 struct Ui {
     hook: SubmitOnce,
     shared: Arc<Shared>,
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    resuming: Option<&'static str>,
 }
 
 impl Ui {
@@ -307,17 +333,26 @@ impl Ui {
     #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
     fn progress(&self, text: &str) {
         if self.alive() {
-            self.hook.status.try_set(Some(Status::Progress(text.to_owned())));
+            self.hook
+                .status
+                .try_set(Some(Status::Progress(text.to_owned())));
         }
     }
 
     fn finish(&self, intent: Intent, origin: Origin, outcome: Outcome) {
-        let Options { slot, key_owner, .. } = &self.shared.options;
+        let Options {
+            slot, key_owner, ..
+        } = &self.shared.options;
         // The storage first: it must say the truth even when the page is gone.
         match (&outcome, key_owner) {
-            (Outcome::GaveUp(_), KeyOwner::Tab) => {
-                browser::save(slot, &Intent { url: None, body: None, ..intent.clone() })
-            }
+            (Outcome::GaveUp(_), KeyOwner::Tab) => browser::save(
+                slot,
+                &Intent {
+                    url: None,
+                    body: None,
+                    ..intent.clone()
+                },
+            ),
             _ => browser::forget(slot),
         }
         if !self.alive() {
@@ -333,7 +368,9 @@ impl Ui {
                 }
             }
             Outcome::Refused(problem) => {
-                self.hook.status.try_set(Some(Status::Problem(problem.detail.clone())));
+                self.hook
+                    .status
+                    .try_set(Some(Status::Problem(problem.detail.clone())));
                 self.next_key_for_tab(origin);
                 (self.shared.on_refused)(problem, origin);
             }

@@ -94,20 +94,34 @@ pub fn backoff_ms(policy: &RetryPolicy, retry: u32, random: f64) -> u32 {
 
 /// The next step after `answer`, the `retry`-th retry so far (0 before any), `waited_ms`
 /// since the first `request-in-progress`, and a random number in [0, 1) for the jitter.
-pub fn next(policy: &RetryPolicy, answer: &Answer, retry: u32, waited_ms: u32, random: f64) -> Next {
+pub fn next(
+    policy: &RetryPolicy,
+    answer: &Answer,
+    retry: u32,
+    waited_ms: u32,
+    random: f64,
+) -> Next {
     let retry_after_ms = answer.retry_after_s.map(|s| s.saturating_mul(1000));
     if ends_key(answer) {
-        return if (200..=299).contains(&answer.status) { Next::Done } else { Next::Refused };
+        return if (200..=299).contains(&answer.status) {
+            Next::Done
+        } else {
+            Next::Refused
+        };
     }
     match answer.status {
         409 if waited_ms < policy.in_progress_limit_ms => Next::AwaitFirst {
-            wait_ms: retry_after_ms.unwrap_or(1_000).min(policy.max_retry_after_ms),
+            wait_ms: retry_after_ms
+                .unwrap_or(1_000)
+                .min(policy.max_retry_after_ms),
         },
         status if is_retryable(status) && retry < policy.max_retries => {
             let jitter = backoff_ms(policy, retry + 1, random);
             match retry_after_ms {
                 Some(ms) if ms > policy.max_retry_after_ms => Next::GiveUp,
-                Some(ms) => Next::Retry { wait_ms: ms.max(jitter) },
+                Some(ms) => Next::Retry {
+                    wait_ms: ms.max(jitter),
+                },
                 None => Next::Retry { wait_ms: jitter },
             }
         }
@@ -122,7 +136,14 @@ pub fn uuid_v4(mut bytes: [u8; 16]) -> String {
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// The last segment of a problem `type` URI: `https://…/problems/cart-changed` → `cart-changed`.
@@ -135,7 +156,11 @@ mod tests {
     use super::*;
 
     fn answer(status: u16) -> Answer<'static> {
-        Answer { status, problem: None, retry_after_s: None }
+        Answer {
+            status,
+            problem: None,
+            retry_after_s: None,
+        }
     }
 
     #[test]
@@ -145,7 +170,11 @@ mod tests {
         assert_eq!(backoff_ms(&p, 2, 0.999_999), 799);
         assert_eq!(backoff_ms(&p, 3, 0.999_999), 1599);
         assert_eq!(backoff_ms(&p, 10, 0.999_999), 4999);
-        assert_eq!(backoff_ms(&p, 1_000, 1.0), 5000, "no overflow on a huge retry count");
+        assert_eq!(
+            backoff_ms(&p, 1_000, 1.0),
+            5000,
+            "no overflow on a huge retry count"
+        );
         assert_eq!(backoff_ms(&p, 1, 0.0), 0, "full jitter starts at zero");
     }
 
@@ -153,13 +182,24 @@ mod tests {
     fn network_errors_and_only_the_transient_statuses_are_retried() {
         let p = RetryPolicy::default();
         for status in [0, 408, 425, 429, 502, 503, 504] {
-            assert!(matches!(next(&p, &answer(status), 0, 0, 0.5), Next::Retry { .. }), "{status}");
+            assert!(
+                matches!(next(&p, &answer(status), 0, 0, 0.5), Next::Retry { .. }),
+                "{status}"
+            );
         }
         for status in [400, 401, 402, 404, 413, 422] {
-            assert_eq!(next(&p, &answer(status), 0, 0, 0.5), Next::Refused, "{status}");
+            assert_eq!(
+                next(&p, &answer(status), 0, 0, 0.5),
+                Next::Refused,
+                "{status}"
+            );
         }
         for status in [500, 501] {
-            assert_eq!(next(&p, &answer(status), 0, 0, 0.5), Next::GiveUp, "{status}");
+            assert_eq!(
+                next(&p, &answer(status), 0, 0, 0.5),
+                Next::GiveUp,
+                "{status}"
+            );
         }
         assert_eq!(next(&p, &answer(201), 0, 0, 0.5), Next::Done);
     }
@@ -175,27 +215,56 @@ mod tests {
     #[test]
     fn retry_after_is_honoured_and_an_absurd_one_gives_up() {
         let p = RetryPolicy::default();
-        let busy = Answer { status: 503, problem: None, retry_after_s: Some(7) };
+        let busy = Answer {
+            status: 503,
+            problem: None,
+            retry_after_s: Some(7),
+        };
         assert_eq!(next(&p, &busy, 0, 0, 0.0), Next::Retry { wait_ms: 7_000 });
-        let limited = Answer { status: 429, problem: None, retry_after_s: Some(2) };
-        assert_eq!(next(&p, &limited, 3, 0, 0.0), Next::Retry { wait_ms: 2_000 });
-        let absurd = Answer { status: 429, problem: None, retry_after_s: Some(3_600) };
+        let limited = Answer {
+            status: 429,
+            problem: None,
+            retry_after_s: Some(2),
+        };
+        assert_eq!(
+            next(&p, &limited, 3, 0, 0.0),
+            Next::Retry { wait_ms: 2_000 }
+        );
+        let absurd = Answer {
+            status: 429,
+            problem: None,
+            retry_after_s: Some(3_600),
+        };
         assert_eq!(next(&p, &absurd, 0, 0, 0.0), Next::GiveUp);
     }
 
     #[test]
     fn a_request_in_progress_is_awaited_until_the_limit() {
         let p = RetryPolicy::default();
-        let running = Answer { status: 409, problem: Some("request-in-progress"), retry_after_s: Some(1) };
-        assert_eq!(next(&p, &running, 0, 0, 0.5), Next::AwaitFirst { wait_ms: 1_000 });
-        assert_eq!(next(&p, &running, 0, p.in_progress_limit_ms, 0.5), Next::GiveUp);
+        let running = Answer {
+            status: 409,
+            problem: Some("request-in-progress"),
+            retry_after_s: Some(1),
+        };
+        assert_eq!(
+            next(&p, &running, 0, 0, 0.5),
+            Next::AwaitFirst { wait_ms: 1_000 }
+        );
+        assert_eq!(
+            next(&p, &running, 0, p.in_progress_limit_ms, 0.5),
+            Next::GiveUp
+        );
         assert!(!ends_key(&running), "the same key must be asked again");
     }
 
     #[test]
     fn another_payment_in_progress_ends_this_intent() {
         let p = RetryPolicy::default();
-        let other = Answer { status: 409, problem: Some("payment-in-progress"), retry_after_s: Some(1) };
+        let other = Answer {
+            status: 409,
+            problem: Some("payment-in-progress"),
+            retry_after_s: Some(1),
+        };
         assert!(ends_key(&other));
         assert_eq!(next(&p, &other, 0, 0, 0.5), Next::Refused);
     }
@@ -209,7 +278,10 @@ mod tests {
 
     #[test]
     fn problem_names_are_the_last_segment_of_the_type() {
-        assert_eq!(problem_name("https://once.example/problems/cart-changed"), "cart-changed");
+        assert_eq!(
+            problem_name("https://once.example/problems/cart-changed"),
+            "cart-changed"
+        );
         assert_eq!(problem_name("about:blank"), "about:blank");
     }
 }

@@ -90,7 +90,10 @@ pub async fn create(
             ApiError::unprocessable("unknown-sku", format!("there is no product {}", line.sku))
         })?;
         if product.stock < line.quantity {
-            return Err(ApiError::unprocessable("out-of-stock", out_of_stock(product)));
+            return Err(ApiError::unprocessable(
+                "out-of-stock",
+                out_of_stock(product),
+            ));
         }
         items.push(OrderItem {
             sku: product.sku.clone(),

@@ -187,7 +187,11 @@ async fn a_cart_changed_while_its_checkout_runs_is_not_ordered_twice() {
         tokio::spawn(async move {
             let added = client
                 .post(format!("{base}/_fn/add_to_cart"))
-                .form(&[("sku", "MUG-001"), ("quantity", "1"), ("add_key", "tab-b-add")])
+                .form(&[
+                    ("sku", "MUG-001"),
+                    ("quantity", "1"),
+                    ("add_key", "tab-b-add"),
+                ])
                 .send()
                 .await
                 .unwrap();

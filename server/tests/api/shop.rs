@@ -14,11 +14,17 @@ async fn an_add_posted_twice_with_its_key_adds_once() {
         app.add_to_cart_with_key(&app.client, "MUG-001", 2, "double-click"),
     );
     let ((), ()) = (first, second);
-    app.add_to_cart_with_key(&app.client, "MUG-001", 2, "double-click").await;
+    app.add_to_cart_with_key(&app.client, "MUG-001", 2, "double-click")
+        .await;
     assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 2);
 
-    app.add_to_cart_with_key(&app.client, "MUG-001", 1, "next-click").await;
-    assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 3, "a new key is a new add");
+    app.add_to_cart_with_key(&app.client, "MUG-001", 1, "next-click")
+        .await;
+    assert_eq!(
+        app.cart(&app.client).await["lines"][0]["quantity"],
+        3,
+        "a new key is a new add"
+    );
 }
 
 #[tokio::test]
@@ -32,14 +38,25 @@ async fn changing_or_removing_a_line_starts_a_new_intent() {
     let after_change = page_key(&app, &app.client).await;
     assert_ne!(after_change, shown, "a changed quantity is a new intent");
     app.set_cart_quantity(&app.client, "MUG-001", 1).await;
-    assert_eq!(page_key(&app, &app.client).await, after_change, "setting the same quantity changes nothing");
+    assert_eq!(
+        page_key(&app, &app.client).await,
+        after_change,
+        "setting the same quantity changes nothing"
+    );
     assert_problem(checkout_api(&app, &shown).await, 422, "cart-changed").await;
 
     app.set_cart_quantity(&app.client, "TEE-002", 0).await;
     let after_remove = page_key(&app, &app.client).await;
     assert_ne!(after_remove, after_change, "a removed line is a new intent");
-    let order: serde_json::Value = checkout_api(&app, &after_remove).await.json().await.unwrap();
-    assert_eq!(order["items"], serde_json::json!([{"sku": "MUG-001", "name": "Stoneware mug", "quantity": 1, "unit_price_cents": 1800}]));
+    let order: serde_json::Value = checkout_api(&app, &after_remove)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        order["items"],
+        serde_json::json!([{"sku": "MUG-001", "name": "Stoneware mug", "quantity": 1, "unit_price_cents": 1800}])
+    );
     assert_eq!(app.count("orders").await, 1);
 }
 
@@ -47,22 +64,36 @@ async fn changing_or_removing_a_line_starts_a_new_intent() {
 async fn removing_the_last_line_empties_the_cart_and_a_bad_quantity_changes_nothing() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
-    let refused = app.post_fn(&app.client, "set_cart_quantity", &[("sku", "MUG-001"), ("quantity", "100")]).await;
+    let refused = app
+        .post_fn(
+            &app.client,
+            "set_cart_quantity",
+            &[("sku", "MUG-001"), ("quantity", "100")],
+        )
+        .await;
     assert!(!refused.status().is_success(), "{}", refused.status());
     assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 2);
 
     app.set_cart_quantity(&app.client, "MUG-001", 0).await;
     assert_eq!(app.cart(&app.client).await["lines"], serde_json::json!([]));
-    assert_eq!(app.count("carts").await, 0, "an empty cart goes with its key");
+    assert_eq!(
+        app.count("carts").await,
+        0,
+        "an empty cart goes with its key"
+    );
 }
 
 #[tokio::test]
 async fn an_out_of_stock_refusal_names_the_product_and_the_fixed_cart_orders() {
     let app = spawn_app().await;
     add_mugs(&app, &app.client).await;
-    app.sql("UPDATE products SET stock = 1 WHERE sku = $1", "MUG-001").await;
+    app.sql("UPDATE products SET stock = 1 WHERE sku = $1", "MUG-001")
+        .await;
     let cart = app.cart(&app.client).await;
-    assert_eq!(cart["lines"][0]["in_stock"], 1, "the cart shows what is left");
+    assert_eq!(
+        cart["lines"][0]["in_stock"], 1,
+        "the cart shows what is left"
+    );
 
     let refused = checkout_api(&app, &page_key(&app, &app.client).await).await;
     let problem = assert_problem(refused, 422, "out-of-stock").await;
@@ -86,9 +117,18 @@ async fn an_order_shows_every_status_it_had_in_order() {
         .unwrap();
     let id = order["id"].as_str().unwrap().to_owned();
     assert_eq!(order["history"][0]["status"], "pending_payment");
-    app.sql("UPDATE orders SET status = 'paid' WHERE id = $1::uuid", &id).await;
-    app.sql("UPDATE orders SET updated_at = now() WHERE id = $1::uuid", &id).await;
-    app.sql("UPDATE orders SET status = 'fulfilled' WHERE id = $1::uuid", &id).await;
+    app.sql("UPDATE orders SET status = 'paid' WHERE id = $1::uuid", &id)
+        .await;
+    app.sql(
+        "UPDATE orders SET updated_at = now() WHERE id = $1::uuid",
+        &id,
+    )
+    .await;
+    app.sql(
+        "UPDATE orders SET status = 'fulfilled' WHERE id = $1::uuid",
+        &id,
+    )
+    .await;
 
     let now: serde_json::Value = app
         .client
@@ -99,17 +139,37 @@ async fn an_order_shows_every_status_it_had_in_order() {
         .json()
         .await
         .unwrap();
-    let statuses: Vec<&str> = now["history"].as_array().unwrap().iter().map(|c| c["status"].as_str().unwrap()).collect();
-    assert_eq!(statuses, ["pending_payment", "paid", "fulfilled"], "an update that keeps the status adds nothing");
-    assert!(now["history"][2]["at"].as_str().unwrap().ends_with("+00:00"));
+    let statuses: Vec<&str> = now["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        statuses,
+        ["pending_payment", "paid", "fulfilled"],
+        "an update that keeps the status adds nothing"
+    );
+    assert!(now["history"][2]["at"]
+        .as_str()
+        .unwrap()
+        .ends_with("+00:00"));
 }
 
 #[tokio::test]
 async fn an_unknown_page_is_a_404_page() {
     let app = spawn_app().await;
-    let response = app.client.get(app.url("/no-such-page")).send().await.unwrap();
+    let response = app
+        .client
+        .get(app.url("/no-such-page"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), 404);
     let html = response.text().await.unwrap();
     assert!(html.contains("Page not found"), "{html}");
-    assert!(html.contains("<title>Page not found · Once</title>"), "the page has its own title");
+    assert!(
+        html.contains("<title>Page not found · Once</title>"),
+        "the page has its own title"
+    );
 }

@@ -240,7 +240,17 @@ impl TestApp {
 
     /// Posts the shop's "Add to cart" form with the given add key.
     pub async fn add_to_cart_with_key(&self, client: &Client, sku: &str, quantity: u32, key: &str) {
-        let added = self.post_fn(client, "add_to_cart", &[("sku", sku), ("quantity", &quantity.to_string()), ("add_key", key)]).await;
+        let added = self
+            .post_fn(
+                client,
+                "add_to_cart",
+                &[
+                    ("sku", sku),
+                    ("quantity", &quantity.to_string()),
+                    ("add_key", key),
+                ],
+            )
+            .await;
         assert!(
             added.status().is_success() || added.status().is_redirection(),
             "{}",
@@ -250,12 +260,23 @@ impl TestApp {
 
     /// Sets a cart line's quantity (0 removes it) through the cart page's server function.
     pub async fn set_cart_quantity(&self, client: &Client, sku: &str, quantity: u32) {
-        let changed = self.post_fn(client, "set_cart_quantity", &[("sku", sku), ("quantity", &quantity.to_string())]).await;
+        let changed = self
+            .post_fn(
+                client,
+                "set_cart_quantity",
+                &[("sku", sku), ("quantity", &quantity.to_string())],
+            )
+            .await;
         assert!(changed.status().is_success(), "{}", changed.status());
     }
 
     /// Posts a form to the server function `name`, as the shop's pages do.
-    pub async fn post_fn(&self, client: &Client, name: &str, form: &[(&str, &str)]) -> reqwest::Response {
+    pub async fn post_fn(
+        &self,
+        client: &Client,
+        name: &str,
+        form: &[(&str, &str)],
+    ) -> reqwest::Response {
         client
             .post(self.url(&format!("/_fn/{name}")))
             .form(form)

@@ -1,0 +1,311 @@
+// The shop as a shopper uses it: leaving and coming back mid-submit, reloads, duplicated
+// tabs, two tabs paying, a connection lost after the click, a cart to edit, the keyboard
+// only. Every test checks the shop's own records (orders, cart, the provider's ledger), not
+// only what the page shows.
+import {
+  test,
+  expect,
+  addToCart,
+  armGate,
+  cart,
+  CHECKOUT_FORM_PATH,
+  consoleErrors,
+  duplicateTab,
+  hydrated,
+  openGate,
+  orders,
+  ORDER_URL,
+  placeOrder,
+  PLACE_ORDER_PATH,
+  providerCharges,
+  recordPosts,
+  waitUntilHeld,
+} from '../support/shop';
+
+test.afterEach(async ({ page }, testInfo) => {
+  await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
+});
+
+const PLACE_ORDER = { name: 'Place order' };
+
+test('leaving the checkout mid-submit: no panic, one order, the next cart untouched', async ({ page, baseURL, request }) => {
+  const errors = consoleErrors(page);
+  await addToCart(page, 'MUG-001', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await armGate(request, baseURL!, 'leave');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await waitUntilHeld(request, baseURL!, 'leave');
+
+  // The shopper moves on inside the app while the order is still being written.
+  await page.getByRole('link', { name: 'Shop', exact: true }).click();
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText('Small goods, charged exactly once');
+  await openGate(request, baseURL!, 'leave');
+  await expect.poll(async () => (await orders(page)).length).toBe(1);
+  // The finished submit does not take the shopper anywhere: its page is gone.
+  await page.waitForTimeout(500);
+  expect(new URL(page.url()).pathname).toBe('/');
+  await addToCart(page, 'TEE-002', 1);
+
+  await page.getByTestId('cart-count').click();
+  await expect(page.locator('table.lines')).toContainText('Organic cotton tee');
+  await expect(page.locator('table.lines')).not.toContainText('Stoneware mug');
+  await page.waitForTimeout(500);
+  expect((await cart(page)).lines.map((l) => l.sku)).toEqual(['TEE-002']);
+  expect(await orders(page)).toHaveLength(1);
+  expect(errors).toEqual([]);
+});
+
+test('an intent left in flight by an earlier page is finished with a message, never silently', async ({ page, baseURL, request }) => {
+  await addToCart(page, 'NOTE-003', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await armGate(request, baseURL!, 'earlier');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await waitUntilHeld(request, baseURL!, 'earlier');
+  // A full page load elsewhere: the submit's task dies with the page, its intent stays stored.
+  await page.goto('/orders');
+  await openGate(request, baseURL!, 'earlier');
+  await expect.poll(async () => (await orders(page)).length).toBe(1);
+  await addToCart(page, 'CAP-007', 1);
+
+  await page.goto('/checkout');
+  await hydrated(page);
+  const earlier = (await orders(page))[0];
+  await expect(page.getByTestId('earlier-order')).toContainText(`Your earlier order was placed: ${earlier.order_no}`);
+  await expect(page.locator('table.lines')).toContainText('Wool cap');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await expect(page).toHaveURL(ORDER_URL);
+  const placed = await orders(page);
+  expect(placed).toHaveLength(2);
+  expect(placed[0].items.map((i: any) => i.sku)).toEqual(['CAP-007']);
+});
+
+test('an intent older than the server keeps keys is not resumed', async ({ page }) => {
+  await addToCart(page, 'TEA-006', 1);
+  await page.goto('/');
+  await page.evaluate(() =>
+    sessionStorage.setItem(
+      'once:intent:checkout',
+      JSON.stringify({ key: 'a-key-from-last-week', url: '/api/checkout', body: '{}', since_ms: Date.now() - 8 * 86_400_000 }),
+    ),
+  );
+  const posts = recordPosts(page, PLACE_ORDER_PATH);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await page.waitForTimeout(1000);
+  expect(posts).toHaveLength(0);
+  await expect(page.getByTestId('submit-status')).toBeEmpty();
+  await expect(page.getByTestId('earlier-order')).toHaveCount(0);
+});
+
+test('a reload mid-submit, then a click before hydration: one order', async ({ page, baseURL, request }) => {
+  await addToCart(page, 'BAG-004', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await armGate(request, baseURL!, 'reload-click');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await waitUntilHeld(request, baseURL!, 'reload-click');
+
+  // The reloaded page never hydrates: the click posts the server-rendered form.
+  await page.route('**/pkg/*.wasm', () => {});
+  const formPosts = recordPosts(page, CHECKOUT_FORM_PATH);
+  await page.reload({ waitUntil: 'domcontentloaded' });
+  await expect(page.locator('body')).not.toHaveAttribute('data-hydrated', 'true');
+  await page.getByRole('button', PLACE_ORDER).click({ noWaitAfter: true });
+  await expect.poll(() => formPosts.length).toBe(1);
+  await openGate(request, baseURL!, 'reload-click');
+
+  await expect(page).toHaveURL(ORDER_URL);
+  expect(await orders(page)).toHaveLength(1);
+});
+
+test('a duplicated tab of a cart being ordered: one order, both tabs show it', async ({ page, baseURL, request }) => {
+  await addToCart(page, 'PEN-005', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await armGate(request, baseURL!, 'duplicate');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await waitUntilHeld(request, baseURL!, 'duplicate');
+
+  const copy = await duplicateTab(page, '/checkout');
+  await hydrated(copy);
+  // The copy says what it is doing: finishing the order the first tab started.
+  await expect(copy.getByTestId('submit-status')).toHaveText('Finishing your order…');
+  await copy.getByRole('button', PLACE_ORDER).click();
+  await openGate(request, baseURL!, 'duplicate');
+
+  await expect(page).toHaveURL(ORDER_URL);
+  await expect(copy).toHaveURL(page.url());
+  expect(await orders(page)).toHaveLength(1);
+});
+
+test('two tabs paying the same order: one charge, the second tab is told', async ({ page }) => {
+  const orderId = await placeOrder(page);
+  await page.goto(`/orders/${orderId}`);
+  await hydrated(page);
+  const second = await page.context().newPage();
+  await second.goto(`/orders/${orderId}`);
+  await hydrated(second);
+
+  // The sandbox's slow card keeps the first payment in the provider's hands for seconds.
+  await page.getByLabel('Card number').fill('4000000000000077');
+  await page.getByRole('button', { name: 'Pay' }).click();
+  await expect(page.getByTestId('pay-status')).toHaveText('Paying…');
+  await second.getByRole('button', { name: 'Pay' }).click();
+  await expect(second.getByTestId('pay-status')).toContainText('already in progress');
+
+  for (const tab of [page, second]) await expect(tab.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+  expect(await providerCharges(page, orderId)).toBe(1);
+});
+
+test('the connection lost after the click, with the request in flight: one order after reconnecting', async ({ page, context, baseURL, request }) => {
+  await addToCart(page, 'LAMP-008', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  const posts = recordPosts(page, PLACE_ORDER_PATH);
+  // The first request reaches the server, but its answer is lost with the connection.
+  let first = true;
+  await page.route('**/api/checkout', async (route) => {
+    if (!first) return route.continue();
+    first = false;
+    const answered = route.fetch();
+    await waitUntilHeld(request, baseURL!, 'offline');
+    await context.setOffline(true);
+    await openGate(request, baseURL!, 'offline');
+    await answered;
+    await route.abort('internetdisconnected');
+  });
+  await armGate(request, baseURL!, 'offline');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await expect(page.getByTestId('submit-status')).toHaveText(/retrying/);
+  await expect.poll(async () => (await orders(page)).length).toBe(1);
+  await context.setOffline(false);
+
+  await expect(page).toHaveURL(ORDER_URL, { timeout: 30_000 });
+  expect(posts.length).toBeGreaterThanOrEqual(2);
+  expect(await orders(page)).toHaveLength(1);
+});
+
+test('"Add to cart" before hydration posts the quantity shown, and a double click adds once', async ({ page }) => {
+  await page.route('**/pkg/*.wasm', () => {});
+  await page.goto('/', { waitUntil: 'domcontentloaded' });
+  await expect(page.locator('body')).not.toHaveAttribute('data-hydrated', 'true');
+  const card = page.locator('li.product[data-sku="TEA-006"]');
+  await expect(card.getByRole('spinbutton')).toHaveValue('1');
+  await card.getByRole('spinbutton').fill('3');
+  const button = card.getByRole('button', { name: 'Add to cart' });
+  await button.scrollIntoViewIfNeeded();
+  const box = (await button.boundingBox())!;
+  await page.mouse.dblclick(box.x + box.width / 2, box.y + box.height / 2);
+  await page.waitForLoadState('domcontentloaded');
+  await expect.poll(async () => (await cart(page)).lines.map((l) => [l.sku, l.quantity])).toEqual([['TEA-006', 3]]);
+  await page.waitForTimeout(500);
+  expect((await cart(page)).lines.map((l) => [l.sku, l.quantity])).toEqual([['TEA-006', 3]]);
+});
+
+test('a double click on "Add to cart" once hydrated sends one add', async ({ page }) => {
+  await page.goto('/');
+  await hydrated(page);
+  const adds = recordPosts(page, /^\/_fn\/add_to_cart$/);
+  const card = page.locator('li.product[data-sku="CAP-007"]');
+  await card.getByRole('button', { name: 'More Wool cap' }).click();
+  await card.getByRole('button', { name: 'Add to cart' }).dblclick();
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (2)');
+  await page.waitForTimeout(500);
+  expect(adds).toHaveLength(1);
+  expect((await cart(page)).lines.map((l) => [l.sku, l.quantity])).toEqual([['CAP-007', 2]]);
+  // The next click is a new add.
+  await card.getByRole('button', { name: 'Add to cart' }).click();
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (4)');
+});
+
+test('the cart can be edited, and an out-of-stock cart fixed and ordered', async ({ page }) => {
+  await addToCart(page, 'MUG-001', 2);
+  await addToCart(page, 'LAMP-008', 16); // more lamps than the shop has
+  await addToCart(page, 'TEE-002', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  const lamp = page.locator('tr[data-sku="LAMP-008"]');
+  await expect(lamp).toContainText(/Only \d+ in stock/);
+
+  await page.getByRole('button', { name: 'Remove Organic cotton tee' }).click();
+  await expect(page.locator('tr[data-sku="TEE-002"]')).toHaveCount(0);
+  await page.getByLabel('Quantity of Stoneware mug').fill('1');
+  await page.locator('tr[data-sku="MUG-001"]').getByRole('button', { name: 'Update' }).click();
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (17)');
+
+  await page.getByRole('button', PLACE_ORDER).click();
+  await expect(page.getByRole('alert')).toContainText('of Desk lamp are in stock. Lower the quantity');
+  expect(await orders(page)).toHaveLength(0);
+  await hydrated(page);
+  await page.getByLabel('Quantity of Desk lamp').fill('1');
+  await page.locator('tr[data-sku="LAMP-008"]').getByRole('button', { name: 'Update' }).click();
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (2)');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await expect(page).toHaveURL(ORDER_URL);
+  const placed = await orders(page);
+  expect(placed).toHaveLength(1);
+  expect(placed[0].items.map((i: any) => [i.sku, i.quantity])).toEqual([['MUG-001', 1], ['LAMP-008', 1]]);
+});
+
+test('checkout and payment with the keyboard only', async ({ page }) => {
+  await page.goto('/');
+  await hydrated(page);
+  const tabTo = async (name: string) => {
+    for (let i = 0; i < 80; i++) {
+      await page.keyboard.press('Tab');
+      const focused = await page.evaluate(() => {
+        const el = document.activeElement as HTMLElement | null;
+        return `${el?.getAttribute('aria-label') ?? ''}|${el?.textContent?.trim() ?? ''}`;
+      });
+      if (focused.split('|').includes(name)) return;
+    }
+    throw new Error(`no focusable "${name}"`);
+  };
+  await tabTo('Add to cart');
+  await page.keyboard.press('Enter');
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (1)');
+  await tabTo('Cart (1)');
+  await page.keyboard.press('Enter');
+  // Focus moves to the new page's heading, as after a page load.
+  await expect(page.getByRole('heading', { name: 'Your cart' })).toBeFocused();
+  await tabTo('Place order');
+  await page.keyboard.press('Enter');
+  await expect(page).toHaveURL(ORDER_URL);
+  await expect(page.getByRole('heading', { level: 1 })).toBeFocused();
+  await hydrated(page);
+  await tabTo('Pay');
+  await page.keyboard.press('Enter');
+  await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+  const placed = await orders(page);
+  expect(placed).toHaveLength(1);
+  expect(placed[0].status).toMatch(/^(paid|fulfilled)$/);
+});
+
+test('every page has its title and logs no error; a 404 is a proper 404 page', async ({ page }, testInfo) => {
+  const errors = consoleErrors(page);
+  const orderId = await placeOrder(page);
+  const pages: [string, string, RegExp][] = [
+    ['home', '/', /^Once — /],
+    ['cart', '/checkout', /^Your cart · Once$/],
+    ['orders', '/orders', /^My orders · Once$/],
+    ['order', `/orders/${orderId}`, /^Order ONC-\d+ · Once$/],
+    ['no-such-order', '/orders/00000000-0000-4000-8000-000000000000', /^No such order · Once$/],
+  ];
+  for (const [name, path, title] of pages) {
+    const response = await page.goto(path);
+    expect(response!.status()).toBe(200);
+    await hydrated(page);
+    await expect(page).toHaveTitle(title);
+    await page.screenshot({ path: testInfo.outputPath(`${name}.png`), fullPage: true });
+  }
+  const missing = await page.goto('/no-such-page');
+  expect(missing!.status()).toBe(404);
+  await hydrated(page);
+  await expect(page).toHaveTitle('Page not found · Once');
+  await expect(page.getByRole('heading', { level: 1 })).toHaveText('Page not found');
+  await page.screenshot({ path: testInfo.outputPath('not-found.png'), fullPage: true });
+  // The browser reports the 404 document itself; that is the page working, not an error.
+  expect(errors.filter((e) => !/no-such-page: Failed to load resource: .* 404/.test(e))).toEqual([]);
+});
