@@ -21,6 +21,7 @@ import {
   recordPosts,
   waitUntilHeld,
 } from '../support/shop';
+import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
 test.afterEach(async ({ page }, testInfo) => {
   await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
@@ -120,24 +121,36 @@ test('a reload mid-submit, then a click before hydration: one order', async ({ p
   expect(await orders(page)).toHaveLength(1);
 });
 
-test('a duplicated tab of a cart being ordered: one order, both tabs show it', async ({ page, baseURL, request }) => {
-  await addToCart(page, 'PEN-005', 1);
-  await page.goto('/checkout');
-  await hydrated(page);
-  await armGate(request, baseURL!, 'duplicate');
-  await page.getByRole('button', PLACE_ORDER).click();
-  await waitUntilHeld(request, baseURL!, 'duplicate');
+test('a duplicated tab of a cart being ordered: one order, both tabs show it', async ({ page, request }) => {
+  // A server of its own with a lease longer than the test holds the first request: a held
+  // request sends no heartbeat, and this test is about the tab, not about a takeover.
+  const options = { port: await freePort(), database: freshDatabaseName(), env: { ...E2E_SERVER_ENV, IDEMPOTENCY_LEASE_MS: '60000' } };
+  const server = await startServer(options);
+  const base = server.baseURL;
+  try {
+    await page.goto(`${base}/`);
+    await addToCart(page, 'PEN-005', 1, base);
+    await page.goto(`${base}/checkout`);
+    await hydrated(page);
+    await armGate(request, base, 'duplicate');
+    await page.getByRole('button', PLACE_ORDER).click();
+    await waitUntilHeld(request, base, 'duplicate');
 
-  const copy = await duplicateTab(page, '/checkout');
-  await hydrated(copy);
-  // The copy says what it is doing: finishing the order the first tab started.
-  await expect(copy.getByTestId('submit-status')).toHaveText('Finishing your order…');
-  await copy.getByRole('button', PLACE_ORDER).click();
-  await openGate(request, baseURL!, 'duplicate');
+    const copy = await duplicateTab(page, `${base}/checkout`);
+    await hydrated(copy);
+    // The copy says what it is doing: finishing the order the first tab started.
+    await expect(copy.getByTestId('submit-status')).toHaveText('Finishing your order…');
+    // Its button is locked meanwhile; a shopper clicking it anyway changes nothing.
+    await expect(copy.getByRole('button', PLACE_ORDER)).toBeDisabled();
+    await copy.getByRole('button', PLACE_ORDER).click({ force: true });
+    await openGate(request, base, 'duplicate');
 
-  await expect(page).toHaveURL(ORDER_URL);
-  await expect(copy).toHaveURL(page.url());
-  expect(await orders(page)).toHaveLength(1);
+    await expect(page).toHaveURL(ORDER_URL);
+    await expect(copy).toHaveURL(page.url());
+    expect(await orders(page, base)).toHaveLength(1);
+  } finally {
+    await stopServer(server);
+  }
 });
 
 test('two tabs paying the same order: one charge, the second tab is told', async ({ page }) => {
