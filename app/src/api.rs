@@ -22,22 +22,45 @@ pub async fn get_cart() -> Result<Cart, ServerFnError> {
 #[server(prefix = "/_fn", endpoint = "add_to_cart")]
 pub async fn add_to_cart(
     sku: String,
-    quantity: u32,
+    quantity: i64,
     add_key: String,
 ) -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?
+    crate::backend::backend()?
         .add_to_cart(session, sku, quantity, add_key)
-        .await?)
+        .await
+        .map_err(failed)
 }
 
 /// Sets the quantity of a cart line; `0` removes it. Setting is idempotent: no key.
 #[server(prefix = "/_fn", endpoint = "set_cart_quantity")]
-pub async fn set_cart_quantity(sku: String, quantity: u32) -> Result<Cart, ServerFnError> {
+pub async fn set_cart_quantity(sku: String, quantity: i64) -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?
+    crate::backend::backend()?
         .set_cart_quantity(session, sku, quantity)
-        .await?)
+        .await
+        .map_err(failed)
+}
+
+/// A refused call answers 422 (a failure of ours 500), with the shopper-safe message.
+#[cfg(feature = "ssr")]
+fn failed(e: crate::backend::BackendError) -> ServerFnError {
+    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+        response.set_status(if e.refused {
+            http::StatusCode::UNPROCESSABLE_ENTITY
+        } else {
+            http::StatusCode::INTERNAL_SERVER_ERROR
+        });
+    }
+    ServerFnError::ServerError(e.message)
+}
+
+/// The text to show for a failed server function call.
+pub fn shown_error(e: &ServerFnError) -> String {
+    match e {
+        ServerFnError::ServerError(message) => message.clone(),
+        _ => "We could not reach the shop. Please try again.".to_owned(),
+    }
 }
 
 /// A new key for the next "Add to cart" of a form the server renders.

@@ -16,6 +16,8 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 #[error("{message}")]
 pub struct BackendError {
     pub message: String,
+    /// The shopper's request was refused (a 4xx), rather than the server failing (a 500).
+    pub refused: bool,
 }
 
 pub trait ShopBackend: Send + Sync + 'static {
@@ -26,7 +28,7 @@ pub trait ShopBackend: Send + Sync + 'static {
         &self,
         session: Session,
         sku: String,
-        quantity: u32,
+        quantity: i64,
         add_key: String,
     ) -> BoxFuture<'_, Result<Cart, BackendError>>;
     /// Sets a line's quantity; `0` takes the line out.
@@ -34,7 +36,7 @@ pub trait ShopBackend: Send + Sync + 'static {
         &self,
         session: Session,
         sku: String,
-        quantity: u32,
+        quantity: i64,
     ) -> BoxFuture<'_, Result<Cart, BackendError>>;
     /// The cart plus its checkout Idempotency-Key: the same key for the same cart until its
     /// intent ends (an order, a refusal, a change of the cart).

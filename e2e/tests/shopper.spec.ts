@@ -82,22 +82,35 @@ test('an intent left in flight by an earlier page is finished with a message, ne
   expect(placed[0].items.map((i: any) => i.sku)).toEqual(['CAP-007']);
 });
 
-test('an intent older than the server keeps keys is not resumed', async ({ page }) => {
+test('a stored intent is resumed only if it is young and the server has seen its key', async ({ page }) => {
   await addToCart(page, 'TEA-006', 1);
   await page.goto('/');
-  await page.evaluate(() =>
-    sessionStorage.setItem(
-      'once:intent:checkout',
-      JSON.stringify({ key: 'a-key-from-last-week', url: '/api/checkout', body: '{}', since_ms: Date.now() - 8 * 86_400_000 }),
-    ),
-  );
+  const plant = (key: string, ageMs: number) =>
+    page.evaluate(
+      ([key, ageMs]) =>
+        sessionStorage.setItem(
+          'once:intent:checkout',
+          JSON.stringify({ key, url: '/api/checkout', body: '{}', since_ms: Date.now() - (ageMs as number) }),
+        ),
+      [key, ageMs] as const,
+    );
   const posts = recordPosts(page, PLACE_ORDER_PATH);
+  // Older than the server keeps keys: it may have been forgotten there, so never resent.
+  await plant('a-key-from-last-week', 8 * 86_400_000);
   await page.goto('/checkout');
   await hydrated(page);
   await page.waitForTimeout(1000);
+  // Young, but it never reached the shop (the tab was closed before it was sent): an old
+  // click is no consent to order now.
+  await plant(`never-sent-${Date.now()}`, 1000);
+  await page.goto('/checkout');
+  await hydrated(page);
+  await expect.poll(() => page.evaluate(() => sessionStorage.getItem('once:intent:checkout'))).toBeNull();
+  await page.waitForTimeout(500);
   expect(posts).toHaveLength(0);
   await expect(page.getByTestId('submit-status')).toBeEmpty();
   await expect(page.getByTestId('earlier-order')).toHaveCount(0);
+  expect(await orders(page)).toHaveLength(0);
 });
 
 test('a reload mid-submit, then a click before hydration: one order', async ({ page, baseURL, request }) => {

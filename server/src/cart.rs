@@ -18,14 +18,16 @@ pub const MAX_LINES: usize = 20;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CartError {
-    #[error("there is no product {0}")]
+    #[error("There is no product {0} in the shop.")]
     UnknownSku(String),
-    #[error("a quantity must be between 1 and {MAX_QUANTITY}")]
+    #[error("A quantity must be between 1 and {MAX_QUANTITY}.")]
     BadQuantity,
-    #[error("a cart holds at most {MAX_LINES} different products")]
+    #[error("A cart holds at most {MAX_LINES} different products.")]
     TooManyLines,
-    #[error("the form was incomplete; please reload the page")]
+    #[error("The form was incomplete. Please reload the page and try again.")]
     BadAddKey,
+    #[error("That product is no longer in your cart.")]
+    NotInCart,
     #[error("the cart could not be read or saved")]
     Storage(#[from] sqlx::Error),
 }
@@ -92,7 +94,8 @@ pub async fn add(
     add_key: &str,
 ) -> Result<Cart, CartError> {
     check_quantity(quantity)?;
-    if add_key.is_empty() || add_key.len() > 255 {
+    check_sku(sku)?;
+    if add_key.is_empty() || add_key.len() > 255 || add_key.chars().any(char::is_control) {
         return Err(CartError::BadAddKey);
     }
     let mut tx = db.begin().await?;
@@ -156,9 +159,13 @@ pub async fn change_line(
     if let LineChange::SetQuantity(quantity) = change {
         check_quantity(quantity)?;
     }
+    check_sku(sku)?;
     let mut tx = db.begin().await?;
     if lock_key(&mut tx, session_id).await?.is_none() {
-        return read(db, session_id).await;
+        return match change {
+            LineChange::SetQuantity(_) => Err(CartError::NotInCart),
+            LineChange::Remove => read(db, session_id).await,
+        };
     }
     let changed = match change {
         LineChange::SetQuantity(quantity) => sqlx::query(
@@ -179,9 +186,36 @@ pub async fn change_line(
     if changed.rows_affected() > 0 {
         start_new_intent(&mut tx, session_id).await?;
         drop_if_empty(&mut tx, session_id).await?;
+    } else if matches!(change, LineChange::SetQuantity(_))
+        && !has_line(&mut tx, session_id, sku).await?
+    {
+        return Err(CartError::NotInCart);
     }
     tx.commit().await?;
     read(db, session_id).await
+}
+
+async fn has_line(tx: &mut PgConnection, session_id: &str, sku: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1 AND sku = $2)",
+    )
+    .bind(session_id)
+    .bind(sku)
+    .fetch_one(tx)
+    .await
+}
+
+/// A sku as the catalog writes them; anything else names no product (and never reaches
+/// the database, which would refuse bytes such as NUL with an error of its own).
+fn check_sku(sku: &str) -> Result<(), CartError> {
+    let plausible = (1..=64).contains(&sku.len())
+        && sku.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if plausible {
+        Ok(())
+    } else {
+        let shown: String = sku.chars().filter(|c| !c.is_control()).take(64).collect();
+        Err(CartError::UnknownSku(shown))
+    }
 }
 
 fn check_quantity(quantity: u32) -> Result<(), CartError> {
@@ -240,8 +274,9 @@ pub async fn take_ordered(
     skus: &[String],
     quantities: &[i32],
 ) -> Result<(), sqlx::Error> {
-    // The cart row first, as `add` locks it first: a concurrent add waits for the order
-    // (no deadlock), and what it adds is seen by the statements below, never deleted.
+    // The cart row first, as `add` and `change_line` lock it before any line: a concurrent
+    // change waits for the order (no deadlock), and what it adds is seen by the statements
+    // below, never deleted.
     sqlx::query("SELECT 1 FROM carts WHERE session_id = $1 FOR UPDATE")
         .bind(session_id)
         .execute(&mut *tx)

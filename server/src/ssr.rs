@@ -56,11 +56,13 @@ impl ShopBackend for ServerBackend {
         &self,
         session: Session,
         sku: String,
-        quantity: u32,
+        quantity: i64,
         add_key: String,
     ) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
             let id = open_session_id(&session).await?;
+            let quantity =
+                u32::try_from(quantity).map_err(|_| shown(cart::CartError::BadQuantity))?;
             cart::add(&self.db, &id, &sku, quantity, &add_key)
                 .await
                 .map_err(shown)
@@ -71,13 +73,14 @@ impl ShopBackend for ServerBackend {
         &self,
         session: Session,
         sku: String,
-        quantity: u32,
+        quantity: i64,
     ) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
             let id = open_session_id(&session).await?;
-            let change = match quantity {
-                0 => cart::LineChange::Remove,
-                n => cart::LineChange::SetQuantity(n),
+            let change = match u32::try_from(quantity) {
+                Ok(0) => cart::LineChange::Remove,
+                Ok(n) => cart::LineChange::SetQuantity(n),
+                Err(_) => return Err(shown(cart::CartError::BadQuantity)),
             };
             cart::change_line(&self.db, &id, &sku, change)
                 .await
@@ -146,6 +149,7 @@ fn internal(e: impl std::fmt::Display) -> BackendError {
     tracing::error!(error = %e, "backend call failed");
     BackendError {
         message: "Something went wrong on our side. Please try again.".into(),
+        refused: false,
     }
 }
 
@@ -154,6 +158,7 @@ fn shown(e: cart::CartError) -> BackendError {
         cart::CartError::Storage(inner) => internal(inner),
         other => BackendError {
             message: other.to_string(),
+            refused: true,
         },
     }
 }

@@ -1,7 +1,7 @@
 use leptos::prelude::*;
 
 use crate::{
-    api::SetCartQuantity,
+    api::{shown_error, SetCartQuantity},
     dto::{format_money, Cart, CartLine, MAX_QUANTITY},
 };
 
@@ -16,7 +16,15 @@ pub fn CartLines(cart: Cart, locked: RwSignal<bool>) -> impl IntoView {
         .map(|l| l.currency.clone())
         .unwrap_or_default();
     let total = format_money(cart.total_cents(), &currency);
+    let edit = expect_context::<ServerAction<SetCartQuantity>>();
+    let refused = move || {
+        edit.value()
+            .get()
+            .and_then(Result::err)
+            .map(|e| shown_error(&e))
+    };
     view! {
+        {move || refused().map(|text| view! { <p class="error" role="alert">{text}</p> })}
         <table class="lines">
             <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th><th><span class="visually-hidden">"Actions"</span></th></tr></thead>
             <tbody>
@@ -44,7 +52,17 @@ fn LineRow(line: CartLine, locked: RwSignal<bool>) -> impl IntoView {
         0 => "Sold out: please remove it.".to_owned(),
         n => format!("Only {n} in stock: please lower the quantity."),
     });
-    let (update_sku, remove_sku) = (sku.clone(), sku.clone());
+    let (update_sku, remove_sku, typed_sku) = (sku.clone(), sku.clone(), sku.clone());
+    // Once hydrated, a typed quantity applies as soon as the field is left (the Update
+    // button stays for pages without wasm), so the order never differs from what is shown.
+    let apply_typed = move |ev: leptos::ev::Event| {
+        if let Ok(quantity) = event_target_value(&ev).trim().parse::<i64>() {
+            edit.dispatch(SetCartQuantity {
+                sku: typed_sku.clone(),
+                quantity,
+            });
+        }
+    };
     let (qty_label, remove_label) = (format!("Quantity of {name}"), format!("Remove {name}"));
     view! {
         <tr data-sku=sku>
@@ -58,6 +76,7 @@ fn LineRow(line: CartLine, locked: RwSignal<bool>) -> impl IntoView {
                         min="1"
                         max=MAX_QUANTITY
                         value=quantity
+                        on:change=apply_typed
                         aria-label=qty_label
                     />
                     <button type="submit" disabled=busy>"Update"</button>

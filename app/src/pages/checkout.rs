@@ -77,11 +77,16 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         },
     );
     let empty = cart.lines.is_empty();
+    // The cart is being changed: its key is about to change too, so no order meanwhile.
+    let edit = expect_context::<ServerAction<SetCartQuantity>>();
+    let locked = move || submit.busy.get() || edit.pending().get();
     // The server builds the order from the cart it holds, under the cart's key: a page
     // showing an older cart cannot order it (see `POST /api/checkout`).
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        submit.submit("/api/checkout", "{}".to_owned());
+        if !edit.pending().get_untracked() {
+            submit.submit("/api/checkout", "{}".to_owned());
+        }
     };
     view! {
         <div class="panel">
@@ -96,7 +101,7 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
                     <button
                         type="submit"
                         class="primary"
-                        aria-disabled=move || submit.busy.get().to_string()
+                        aria-disabled=move || locked().to_string()
                     >
                         "Place order"
                     </button>

@@ -38,8 +38,8 @@ pub fn HomePage() -> impl IntoView {
 
 /// One product with its "Add to cart" form. The form carries an add key: the server adds
 /// once per key, so a double click before hydration (two native posts) adds once. Once
-/// hydrated, the button is locked while an add is in flight, and every completed add gives
-/// the form a new key, so the next click is a new add.
+/// hydrated, the button is locked while an add is in flight, and a successful add gives the
+/// form a new key, so the next click is a new add.
 #[component]
 fn ProductCard(product: Product, add_key: String) -> impl IntoView {
     let add = expect_context::<ServerAction<AddToCart>>();
@@ -56,22 +56,39 @@ fn ProductCard(product: Product, add_key: String) -> impl IntoView {
     // The page's key made the card's own, so no two cards ever share an add key.
     let add_key = format!("{add_key}:{sku}");
     let key = RwSignal::new(add_key.clone());
-    // A finished add (of any card) ends its key: the next add is a new intent.
-    Effect::new(move |seen: Option<usize>| {
-        let version = add.version().get();
-        if seen.is_some_and(|v| v != version) {
-            key.set(new_key());
+    // Once hydrated, a key made in this browser: a page restored from the cache, or a
+    // duplicated tab, must not reuse a key that an earlier add used already.
+    Effect::new(move |_| key.set(new_key()));
+    let mine = RwSignal::new(false);
+    let problem = RwSignal::new(None::<String>);
+    // The outcome of this card's add. Success ends the key: the next click is a new add.
+    // A failure keeps it: the server may have added before the answer was lost, and the
+    // same key makes a second click of the same add count once.
+    Effect::new(move |_| {
+        let Some(result) = add.value().get() else {
+            return;
+        };
+        if !mine.get_untracked() {
+            return;
         }
-        version
+        mine.set(false);
+        match result {
+            Ok(_) => {
+                key.set(new_key());
+                problem.set(None);
+            }
+            Err(e) => problem.set(Some(crate::api::shown_error(&e))),
+        }
     });
     let on_submit = {
         let sku = sku.clone();
         move |ev: leptos::ev::SubmitEvent| {
             ev.prevent_default();
             if !add.pending().get_untracked() && in_stock {
+                mine.set(true);
                 add.dispatch(AddToCart {
                     sku: sku.clone(),
-                    quantity: quantity.get_untracked(),
+                    quantity: i64::from(quantity.get_untracked()),
                     add_key: key.get_untracked(),
                 });
             }
@@ -104,6 +121,7 @@ fn ProductCard(product: Product, add_key: String) -> impl IntoView {
                     "Add to cart"
                 </button>
             </form>
+            {move || problem.get().map(|p| view! { <p class="error" role="alert">{p}</p> })}
         </li>
     }
 }

@@ -163,7 +163,8 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
                 leptos::task::spawn_local(follow(order_id, live));
             }
         },
-    );
+    )
+    .on_resumed(move |_| leptos::task::spawn_local(follow(order_id, live)));
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let body = serde_json::json!({ "card_number": card.get_untracked() }).to_string();

@@ -10,7 +10,7 @@ mod imp {
 
     use super::super::{
         policy::{self, Answer, Next},
-        Intent, Outcome, Problem, Ui,
+        Intent, KeyState, Outcome, Problem, Ui,
     };
 
     pub async fn pause(ms: u32) {
@@ -66,6 +66,30 @@ mod imp {
         if let Some(storage) = storage() {
             let _ = storage.remove_item(&item(slot));
         }
+    }
+
+    /// Forgets the slot only while it still holds `key`: a task that outlived its page
+    /// must not erase a newer intent stored there since.
+    pub fn forget_key(slot: &str, key: &str) {
+        if load(slot).is_some_and(|stored| stored.key == key) {
+            forget(slot);
+        }
+    }
+
+    /// Whether the server has seen `key` (`GET /api/idempotency-keys/{key}`).
+    pub(in super::super) async fn key_state(key: &str) -> KeyState {
+        match Request::get(&key_url(key)).send().await.map(|r| r.status()) {
+            Ok(200) => KeyState::Known,
+            Ok(404) => KeyState::Unknown,
+            _ => KeyState::Unreachable,
+        }
+    }
+
+    fn key_url(key: &str) -> String {
+        format!(
+            "/api/idempotency-keys/{}",
+            js_sys::encode_uri_component(key)
+        )
     }
 
     async fn post(intent: &Intent) -> Result<Response, gloo_net::Error> {
@@ -169,10 +193,7 @@ mod imp {
     /// Waits while the server reports the key's first request as still processing; the
     /// caller then asks again, and gets the stored answer once it is complete.
     async fn await_first(key: &str, wait_ms: u32) {
-        let url = format!(
-            "/api/idempotency-keys/{}",
-            js_sys::encode_uri_component(key)
-        );
+        let url = key_url(key);
         for _ in 0..10 {
             pause(wait_ms).await;
             let Ok(response) = Request::get(&url).send().await else {
@@ -188,7 +209,7 @@ mod imp {
 
 #[cfg(not(feature = "hydrate"))]
 mod imp {
-    use super::super::{Intent, Outcome, Ui};
+    use super::super::{Intent, KeyState, Outcome, Ui};
 
     pub async fn pause(_: u32) {}
     pub fn now_ms() -> f64 {
@@ -203,6 +224,10 @@ mod imp {
     }
     pub fn save(_: &str, _: &Intent) {}
     pub fn forget(_: &str) {}
+    pub fn forget_key(_: &str, _: &str) {}
+    pub(in super::super) async fn key_state(_: &str) -> KeyState {
+        KeyState::Unreachable
+    }
     pub(in super::super) async fn deliver(_: &Intent, _: &Ui) -> Outcome {
         Outcome::GaveUp(String::new())
     }

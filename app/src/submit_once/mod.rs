@@ -27,7 +27,7 @@ pub mod policy;
 
 use std::sync::{
     atomic::{AtomicBool, Ordering},
-    Arc,
+    Arc, OnceLock,
 };
 
 use leptos::prelude::*;
@@ -89,8 +89,8 @@ impl Default for Messages {
             waiting_for_first: "Still being processed…",
             slow: "This is taking longer than usual. The shop is still working on it; nothing will happen twice.",
             still_running: "The shop is still working on it. Check again in a moment; clicking again is safe.",
-            unreachable: "We could not reach the shop. Nothing happened twice; please try again.",
-            server_error: "Something went wrong on our side. Nothing happened twice; please try again.",
+            unreachable: "We could not reach the shop. Clicking again is safe: it continues the same request, and never does it twice.",
+            server_error: "Something went wrong on our side. Clicking again is safe: it continues the same request, and never does it twice.",
             cancelled: "Stopped waiting. Clicking again is safe: it continues the same request.",
         }
     }
@@ -105,6 +105,11 @@ pub struct Options {
     pub key_owner: KeyOwner,
     pub policy: RetryPolicy,
     pub messages: Messages,
+    /// Whether the request body is kept in `sessionStorage` while in flight, so a reload
+    /// can send it again. Off for bodies that must not linger in the browser (a card
+    /// number): a reload then only learns whether the server has the key (see
+    /// [`SubmitOnce::on_resumed`]).
+    pub remember_body: bool,
 }
 
 impl Options {
@@ -115,6 +120,7 @@ impl Options {
             key_owner,
             policy: RetryPolicy::default(),
             messages: Messages::default(),
+            remember_body: true,
         }
     }
 }
@@ -150,6 +156,7 @@ pub struct SubmitOnce {
 
 type SuccessHandler = Box<dyn Fn(serde_json::Value, Origin) -> Result<(), String> + Send + Sync>;
 type RefusalHandler = Box<dyn Fn(Problem, Origin) + Send + Sync>;
+type ResumeHandler = Box<dyn Fn(Origin) + Send + Sync>;
 
 /// What a submit's task needs, kept outside the reactive system so that the task can
 /// outlive its page: only `alive` tells it whether the page's signals still exist.
@@ -157,6 +164,7 @@ struct Shared {
     options: Options,
     on_success: SuccessHandler,
     on_refused: RefusalHandler,
+    on_resumed: OnceLock<ResumeHandler>,
     alive: AtomicBool,
     cancelled: AtomicBool,
 }
@@ -175,7 +183,7 @@ struct Intent {
 
 impl Intent {
     fn in_flight(&self) -> bool {
-        self.url.is_some() && self.body.is_some()
+        self.url.is_some()
     }
 }
 
@@ -200,6 +208,7 @@ pub fn use_submit_once<T: DeserializeOwned>(
             options,
             on_success,
             on_refused: Box::new(on_refused),
+            on_resumed: OnceLock::new(),
             alive: AtomicBool::new(true),
             cancelled: AtomicBool::new(false),
         })),
@@ -228,14 +237,27 @@ impl SubmitOnce {
             body: Some(body),
             since_ms,
         };
-        browser::save(&shared.options.slot, &intent);
+        let kept = Intent {
+            body: intent.body.clone().filter(|_| shared.options.remember_body),
+            ..intent.clone()
+        };
+        browser::save(&shared.options.slot, &kept);
         let sending = shared.options.messages.sending;
         self.status.set(Some(Status::Progress(sending.into())));
         self.send(intent, Origin::ThisPage, None);
     }
 
-    /// Stops waiting for the submit in flight. The key is kept: what the server may have
-    /// done is found again by the next submit, never done twice.
+    /// What the page does when a reload finds an intent whose body was not kept, and the
+    /// server has its key: the hook cannot send it again, so the page shows the outcome
+    /// its own way (the order page follows the order's status).
+    pub fn on_resumed(self, f: impl Fn(Origin) + Send + Sync + 'static) -> Self {
+        let _ = self.shared.get_value().on_resumed.set(Box::new(f));
+        self
+    }
+
+    /// Stops waiting for the submit in flight, before its next try; the request already
+    /// sent is still answered (`busy` until then). The key is kept: what the server may
+    /// have done is found again by the next submit, never done twice.
     pub fn cancel(self) {
         self.shared
             .get_value()
@@ -253,6 +275,7 @@ impl SubmitOnce {
             key_owner,
             policy,
             messages,
+            ..
         } = &shared.options;
         let stored = browser::load(slot)
             .filter(|s| browser::now_ms() - s.since_ms < policy.resume_within_ms);
@@ -297,10 +320,36 @@ impl SubmitOnce {
             resuming,
         };
         leptos::task::spawn_local(async move {
+            if resuming.is_some() {
+                match browser::key_state(&intent.key).await {
+                    // Never reached the shop: nothing to finish, and an old click is no
+                    // consent to send it now (the shopper may have left on purpose).
+                    KeyState::Unknown => return ui.drop_unsent(&intent),
+                    KeyState::Unreachable => {
+                        let text = ui.shared.options.messages.unreachable.to_owned();
+                        return ui.finish(intent, origin, Outcome::GaveUp(text));
+                    }
+                    KeyState::Known if intent.body.is_none() => {
+                        return ui.resumed_without_body(&intent, origin)
+                    }
+                    KeyState::Known => {}
+                }
+            }
             let outcome = browser::deliver(&intent, &ui).await;
             ui.finish(intent, origin, outcome);
         });
     }
+}
+
+/// What the server knows of a key, asked before a stored intent is resumed.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+enum KeyState {
+    /// It has the key (running, completed or failed): sending again is a replay or a wait.
+    Known,
+    /// It never saw the key.
+    Unknown,
+    /// No answer.
+    Unreachable,
 }
 
 /// How an intent's delivery ended.
@@ -340,20 +389,11 @@ impl Ui {
     }
 
     fn finish(&self, intent: Intent, origin: Origin, outcome: Outcome) {
-        let Options {
-            slot, key_owner, ..
-        } = &self.shared.options;
-        // The storage first: it must say the truth even when the page is gone.
-        match (&outcome, key_owner) {
-            (Outcome::GaveUp(_), KeyOwner::Tab) => browser::save(
-                slot,
-                &Intent {
-                    url: None,
-                    body: None,
-                    ..intent.clone()
-                },
-            ),
-            _ => browser::forget(slot),
+        // The storage first: it must say the truth even when the page is gone. An intent
+        // given up stays recorded as in flight, so a reload asks the server what became
+        // of it; one that ended is forgotten.
+        if !matches!(outcome, Outcome::GaveUp(_)) {
+            browser::forget_key(&self.shared.options.slot, &intent.key);
         }
         if !self.alive() {
             return;
@@ -376,6 +416,29 @@ impl Ui {
             }
             Outcome::GaveUp(text) => {
                 self.hook.status.try_set(Some(Status::Problem(text)));
+            }
+        }
+    }
+
+    /// A resumed intent the server never saw: forgotten, and the page is left as it is.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    fn drop_unsent(&self, intent: &Intent) {
+        browser::forget_key(&self.shared.options.slot, &intent.key);
+        if self.alive() {
+            self.hook.busy.try_set(false);
+            self.hook.status.try_set(None);
+        }
+    }
+
+    /// A resumed intent the server has, whose body was not kept: the page takes over.
+    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+    fn resumed_without_body(&self, intent: &Intent, origin: Origin) {
+        browser::forget_key(&self.shared.options.slot, &intent.key);
+        if self.alive() {
+            self.hook.busy.try_set(false);
+            self.hook.status.try_set(None);
+            if let Some(f) = self.shared.on_resumed.get() {
+                f(origin);
             }
         }
     }
