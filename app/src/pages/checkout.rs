@@ -10,7 +10,9 @@ use crate::{
     },
     dto::{Checkout, Order},
     query,
-    submit_once::{reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem},
+    submit_once::{
+        reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem, Status,
+    },
 };
 
 /// The cart and the checkout form. Without wasm the form posts to `/checkout` (and the
@@ -84,7 +86,12 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
     // showing an older cart cannot order it (see `POST /api/checkout`).
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        if !edit.pending().get_untracked() {
+        if edit.pending().get_untracked() {
+            // The cart on the screen is about to change: the shopper orders what they see.
+            let wait =
+                "Your cart is being updated. Place the order once it shows the new quantities.";
+            submit.status.set(Some(Status::Progress(wait.into())));
+        } else {
             submit.submit("/api/checkout", "{}".to_owned());
         }
     };
