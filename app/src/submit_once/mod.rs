@@ -23,7 +23,9 @@
 //!   the same intent, never a second one.
 
 mod browser;
+mod options;
 pub mod policy;
+mod task;
 
 use std::sync::{
     atomic::{AtomicBool, Ordering},
@@ -33,115 +35,9 @@ use std::sync::{
 use leptos::prelude::*;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+pub use options::{KeyOwner, Messages, Options, Origin, Problem, Status};
 pub use policy::RetryPolicy;
-
-/// Who decides the intent's key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyOwner {
-    /// The server keeps the key with the thing it is about (the cart's checkout key) and
-    /// renders it into every form: the hook never adopts a key stored in the tab, so the
-    /// rendered form and the hook always agree.
-    Server,
-    /// The tab keeps the key in `sessionStorage` until the intent ends (the payment of an
-    /// order): a reload or a duplicated tab continues the same intent.
-    Tab,
-}
-
-/// Whether a finished intent is the page's own or one left in flight by an earlier page.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Origin {
-    ThisPage,
-    Earlier,
-}
-
-/// A definitive refusal, from the server's `application/problem+json`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Problem {
-    pub status: u16,
-    /// The last segment of the problem type: `cart-changed`, `out-of-stock`, …
-    pub name: String,
-    /// The server's explanation, written for people.
-    pub detail: String,
-}
-
-/// The texts the hook shows while it works; every page can word its own.
-#[derive(Clone, Debug)]
-pub struct Messages {
-    pub sending: &'static str,
-    pub resuming: &'static str,
-    pub resuming_earlier: &'static str,
-    pub retrying: &'static str,
-    pub waiting_for_first: &'static str,
-    pub slow: &'static str,
-    pub still_running: &'static str,
-    pub unreachable: &'static str,
-    pub server_error: &'static str,
-    pub cancelled: &'static str,
-}
-
-impl Default for Messages {
-    fn default() -> Self {
-        Self {
-            sending: "Sending…",
-            resuming: "Picking up where you left off…",
-            resuming_earlier: "We are finishing what you started earlier…",
-            retrying: "Connection problem — retrying safely…",
-            waiting_for_first: "Still being processed…",
-            slow: "This is taking longer than usual. The shop is still working on it; nothing will happen twice.",
-            still_running: "The shop is still working on it. Check again in a moment; clicking again is safe.",
-            unreachable: "We could not reach the shop. Clicking again is safe: it continues the same request, and never does it twice.",
-            server_error: "Something went wrong on our side. Clicking again is safe: it continues the same request, and never does it twice.",
-            cancelled: "Stopped waiting. Clicking again is safe: it continues the same request.",
-        }
-    }
-}
-
-/// How a page sets the hook up.
-pub struct Options {
-    /// The `sessionStorage` slot: one per kind of intent (`checkout`, `pay:<order id>`).
-    pub slot: String,
-    /// The key the server rendered into the page.
-    pub server_key: String,
-    pub key_owner: KeyOwner,
-    pub policy: RetryPolicy,
-    pub messages: Messages,
-    /// Whether the request body is kept in `sessionStorage` while in flight, so a reload
-    /// can send it again. Off for bodies that must not linger in the browser (a card
-    /// number): a reload then only learns whether the server has the key (see
-    /// [`SubmitOnce::on_resumed`]).
-    pub remember_body: bool,
-}
-
-impl Options {
-    pub fn new(slot: impl Into<String>, server_key: String, key_owner: KeyOwner) -> Self {
-        Self {
-            slot: slot.into(),
-            server_key,
-            key_owner,
-            policy: RetryPolicy::default(),
-            messages: Messages::default(),
-            remember_body: true,
-        }
-    }
-}
-
-/// What the hook says to the shopper: progress, or a problem.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Status {
-    Progress(String),
-    Problem(String),
-}
-
-impl Status {
-    pub fn text(&self) -> &str {
-        match self {
-            Self::Progress(t) | Self::Problem(t) => t,
-        }
-    }
-    pub fn is_problem(&self) -> bool {
-        matches!(self, Self::Problem(_))
-    }
-}
+use task::{KeyState, Outcome, Ui};
 
 /// The state a page binds to. Cheap to copy into closures.
 #[derive(Clone, Copy)]
@@ -338,116 +234,6 @@ impl SubmitOnce {
             let outcome = browser::deliver(&intent, &ui).await;
             ui.finish(intent, origin, outcome);
         });
-    }
-}
-
-/// What the server knows of a key, asked before a stored intent is resumed.
-#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-enum KeyState {
-    /// It has the key (running, completed or failed): sending again is a replay or a wait.
-    Known,
-    /// It never saw the key.
-    Unknown,
-    /// No answer.
-    Unreachable,
-}
-
-/// How an intent's delivery ended.
-#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-enum Outcome {
-    Done(serde_json::Value),
-    Refused(Problem),
-    /// Out of patience, a server error, or cancelled: the text to show; the key is kept.
-    GaveUp(String),
-}
-
-/// A submit's view of its page: every touch checks that the page is still there.
-struct Ui {
-    hook: SubmitOnce,
-    shared: Arc<Shared>,
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    resuming: Option<&'static str>,
-}
-
-impl Ui {
-    fn alive(&self) -> bool {
-        self.shared.alive.load(Ordering::Relaxed)
-    }
-
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    fn cancelled(&self) -> bool {
-        self.shared.cancelled.load(Ordering::Relaxed)
-    }
-
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    fn progress(&self, text: &str) {
-        if self.alive() {
-            self.hook
-                .status
-                .try_set(Some(Status::Progress(text.to_owned())));
-        }
-    }
-
-    fn finish(&self, intent: Intent, origin: Origin, outcome: Outcome) {
-        // The storage first: it must say the truth even when the page is gone. An intent
-        // given up stays recorded as in flight, so a reload asks the server what became
-        // of it; one that ended is forgotten.
-        if !matches!(outcome, Outcome::GaveUp(_)) {
-            browser::forget_key(&self.shared.options.slot, &intent.key);
-        }
-        if !self.alive() {
-            return;
-        }
-        self.hook.busy.try_set(false);
-        match outcome {
-            Outcome::Done(body) => {
-                self.hook.status.try_set(None);
-                self.next_key_for_tab(origin);
-                if let Err(why) = (self.shared.on_success)(body, origin) {
-                    leptos::logging::warn!("unexpected answer to {:?}: {why}", intent.url);
-                }
-            }
-            Outcome::Refused(problem) => {
-                self.hook
-                    .status
-                    .try_set(Some(Status::Problem(problem.detail.clone())));
-                self.next_key_for_tab(origin);
-                (self.shared.on_refused)(problem, origin);
-            }
-            Outcome::GaveUp(text) => {
-                self.hook.status.try_set(Some(Status::Problem(text)));
-            }
-        }
-    }
-
-    /// A resumed intent the server never saw: forgotten, and the page is left as it is.
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    fn drop_unsent(&self, intent: &Intent) {
-        browser::forget_key(&self.shared.options.slot, &intent.key);
-        if self.alive() {
-            self.hook.busy.try_set(false);
-            self.hook.status.try_set(None);
-        }
-    }
-
-    /// A resumed intent the server has, whose body was not kept: the page takes over.
-    #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-    fn resumed_without_body(&self, intent: &Intent, origin: Origin) {
-        browser::forget_key(&self.shared.options.slot, &intent.key);
-        if self.alive() {
-            self.hook.busy.try_set(false);
-            self.hook.status.try_set(None);
-            if let Some(f) = self.shared.on_resumed.get() {
-                f(origin);
-            }
-        }
-    }
-
-    /// A tab-owned key ends with its intent: the next submit is a new intent.
-    fn next_key_for_tab(&self, origin: Origin) {
-        if self.shared.options.key_owner == KeyOwner::Tab && origin == Origin::ThisPage {
-            self.hook.key.try_set(browser::new_key());
-        }
     }
 }
 
