@@ -104,6 +104,8 @@ impl Ui {
         if self.alive() {
             self.hook.busy.try_set(false);
             self.hook.status.try_set(None);
+            // Its body is gone, so its key cannot be sent again: the next click is new.
+            self.next_key_for_tab(origin);
             if let Some(f) = self.shared.on_resumed.get() {
                 f(origin);
             }
