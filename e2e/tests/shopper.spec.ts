@@ -185,6 +185,24 @@ test('two tabs paying the same order: one charge, the second tab is told', async
   expect(await providerCharges(page, orderId)).toBe(1);
 });
 
+test('a reload mid-payment follows the payment to Paid, and the card number is never stored', async ({ page }) => {
+  const orderId = await placeOrder(page);
+  await page.goto(`/orders/${orderId}`);
+  await hydrated(page);
+  await page.getByLabel('Card number').fill('4000000000000077'); // the sandbox's slow card
+  await page.getByRole('button', { name: 'Pay' }).click();
+  await expect(page.getByTestId('pay-status')).toHaveText('Paying…');
+  const stored = await page.evaluate(() => JSON.stringify(Object.entries(sessionStorage)));
+  expect(stored).toContain(`pay:${orderId}`);
+  expect(stored).not.toContain('4000000000000077');
+
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+  expect(await providerCharges(page, orderId)).toBe(1);
+  await expect.poll(() => page.evaluate((id) => sessionStorage.getItem(`once:intent:pay:${id}`), orderId)).toBeNull();
+});
+
 test('the connection lost after the click, with the request in flight: one order after reconnecting', async ({ page, context, baseURL, request }) => {
   await addToCart(page, 'LAMP-008', 1);
   await page.goto('/checkout');
