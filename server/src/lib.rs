@@ -21,6 +21,7 @@ pub mod metrics;
 pub mod operator;
 pub mod orders;
 pub mod outbox;
+pub mod page_deadline;
 pub mod payments;
 pub mod reconcile;
 pub mod session;

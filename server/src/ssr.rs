@@ -16,7 +16,7 @@ use app::{
     shell, App,
 };
 
-use crate::{cart, catalog, orders, session, startup::AppState};
+use crate::{cart, catalog, orders, page_deadline, session, startup::AppState};
 
 /// The page routes and server functions, with the backend in every request's context.
 pub fn router(state: &AppState) -> Router<AppState> {
@@ -33,6 +33,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .layer(axum::middleware::from_fn(page_deadline::rerender_stalled))
 }
 
 struct ServerBackend {

@@ -2,6 +2,8 @@
 //! whose lines can be changed (each change a new checkout intent), refusals in plain words,
 //! an order's status history, and a proper 404 page.
 
+use futures::StreamExt;
+
 use crate::helpers::*;
 
 #[tokio::test]
@@ -227,4 +229,39 @@ async fn an_unknown_page_is_a_404_page() {
         html.contains("<title>Page not found · Once</title>"),
         "the page has its own title"
     );
+}
+
+/// Pages are rendered with streamed Suspense boundaries, and the rendering library can, rarely
+/// and under load, stall a response's body for good (leptos-rs/leptos#4851). Many page loads
+/// at once must all complete.
+#[tokio::test]
+async fn many_page_loads_at_once_all_complete() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let client = reqwest::Client::builder()
+        .cookie_store(true)
+        .timeout(std::time::Duration::from_secs(20))
+        .build()
+        .unwrap();
+    app.open_session(&client).await;
+    add_mugs(&app, &client).await;
+    let loads = (0..400).map(|i| {
+        let (client, url) = (
+            client.clone(),
+            app.url(["/checkout", "/", "/orders"][i % 3]),
+        );
+        async move {
+            let response = client.get(url).send().await?;
+            response.text().await
+        }
+    });
+    let pages: Vec<_> = futures::stream::iter(loads)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    let stalled = pages.iter().filter(|p| p.is_err()).count();
+    assert_eq!(stalled, 0, "page loads that never completed");
+    assert!(pages
+        .iter()
+        .all(|p| p.as_ref().unwrap().contains("</html>")));
 }
