@@ -143,6 +143,9 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
     Effect::new(move |_| ready.set(true));
     let mut options = Options::new(format!("pay:{order_id}"), pay_key, KeyOwner::Tab);
     options.policy.resume_within_ms = key_retention_secs as f64 * 1000.0;
+    // A card number never lingers in the browser: after a reload the page follows the
+    // order instead of sending the payment again.
+    options.remember_body = false;
     options.messages = Messages {
         sending: "Paying…",
         resuming: "Finishing your payment…",
