@@ -3,7 +3,7 @@
 use axum::{extract::State, routing::get, Json, Router};
 use sqlx::PgPool;
 
-use crate::{error::ApiError, startup::AppState};
+use crate::{error::ApiError, state::AppState};
 use app::dto::Product;
 
 pub fn router() -> Router<AppState> {

@@ -43,7 +43,7 @@ use crate::{
     },
     orders::{self, NewOrder},
     session::ExistingShopper,
-    startup::AppState,
+    state::AppState,
 };
 
 /// How long a repeated submit waits for the first one before giving up politely.

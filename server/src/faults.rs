@@ -26,7 +26,7 @@ use axum::{
 };
 use tokio::sync::watch;
 
-use crate::{error::ApiError, startup::AppState};
+use crate::{error::ApiError, state::AppState};
 
 /// How long a held request waits for its gate before giving up by itself.
 const HOLD_LIMIT: Duration = Duration::from_secs(120);

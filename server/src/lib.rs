@@ -27,6 +27,7 @@ pub mod reconcile;
 pub mod session;
 pub mod ssr;
 pub mod startup;
+pub mod state;
 pub mod telemetry;
 pub mod wake;
 pub mod workers;

@@ -16,7 +16,7 @@ use app::{
     shell, App,
 };
 
-use crate::{cart, catalog, orders, page_deadline, session, startup::AppState};
+use crate::{cart, catalog, orders, page_deadline, session, state::AppState};
 
 /// The page routes and server functions, with the backend in every request's context.
 pub fn router(state: &AppState) -> Router<AppState> {

@@ -3,14 +3,7 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use axum::{
-    extract::{DefaultBodyLimit, FromRef},
-    http::Request,
-    middleware,
-    routing::get,
-    Router,
-};
-use leptos::config::LeptosOptions;
+use axum::{extract::DefaultBodyLimit, http::Request, middleware, routing::get, Router};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::{
@@ -21,34 +14,15 @@ use tower_http::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    bus::{self, Bus},
-    callbacks, catalog, checkout,
-    config::Config,
-    db, error,
-    faults::Faults,
-    fulfillment, health, idempotency, metrics,
-    metrics::Metrics,
-    operator, orders, payments,
-    payments::provider::ProviderClient,
-    session, ssr, workers,
+    bus, callbacks, catalog, checkout, config::Config, db, error, faults::Faults, fulfillment,
+    health, idempotency, metrics, operator, orders, payments, payments::provider::ProviderClient,
+    session, ssr, state::AppState, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
 /// How long a graceful stop waits for the workers to finish the message in hand.
 const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(15);
-
-/// Everything a handler may need, cloned cheaply per request.
-#[derive(Clone, FromRef)]
-pub struct AppState {
-    pub db: PgPool,
-    pub config: Config,
-    pub leptos: LeptosOptions,
-    pub metrics: Arc<Metrics>,
-    pub faults: Faults,
-    pub provider: ProviderClient,
-    pub bus: Arc<dyn Bus>,
-}
 
 pub struct Application {
     listener: TcpListener,
@@ -130,17 +104,6 @@ impl Application {
         stop.cancel();
         let _ = tokio::time::timeout(WORKERS_STOP_WITHIN, futures::future::join_all(workers)).await;
         served
-    }
-}
-
-impl AppState {
-    pub fn worker_context(&self) -> workers::Context {
-        workers::Context {
-            db: self.db.clone(),
-            config: self.config.clone(),
-            bus: self.bus.clone(),
-            metrics: self.metrics.clone(),
-        }
     }
 }
 

@@ -29,7 +29,7 @@ use uuid::Uuid;
 use crate::{
     error::ApiError,
     payments::apply::{self, Applied, ApplyError, ChargeFacts},
-    startup::AppState,
+    state::AppState,
 };
 use outcome::Outcome;
 use signature::SignatureError;

@@ -15,7 +15,7 @@ use uuid::Uuid;
 
 use app::dto::format_money;
 
-use crate::{error::ApiError, session::Shopper, startup::AppState};
+use crate::{error::ApiError, session::Shopper, state::AppState};
 
 /// `GET /orders/{id}/email`: the order's confirmation email as the shopper received it.
 pub fn router() -> Router<AppState> {

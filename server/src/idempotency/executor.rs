@@ -30,7 +30,7 @@ use crate::{
     error::ApiError,
     faults::{FaultRequest, Faults},
     metrics::Metrics,
-    startup::AppState,
+    state::AppState,
 };
 
 pub type PgTx = Transaction<'static, Postgres>;

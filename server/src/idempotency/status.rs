@@ -10,7 +10,7 @@ use serde::Serialize;
 use sqlx::PgPool;
 
 use super::key::IdempotencyKey;
-use crate::{error::ApiError, session::Shopper, startup::AppState};
+use crate::{error::ApiError, session::Shopper, state::AppState};
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/idempotency-keys/{key}", get(show))

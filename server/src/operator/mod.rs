@@ -12,7 +12,7 @@ use axum::{
     Router,
 };
 
-use crate::startup::AppState;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new()

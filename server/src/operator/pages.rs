@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::auth::{self, Operator};
 use crate::{
     consumer::Handler, dead_letters, error::ApiError, fulfillment::Fulfillment, reconcile,
-    startup::AppState,
+    state::AppState,
 };
 
 #[derive(Deserialize)]

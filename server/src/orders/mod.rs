@@ -21,7 +21,7 @@ use crate::{
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
     session::{ExistingShopper, Shopper},
-    startup::AppState,
+    state::AppState,
 };
 
 /// The identity of "create an order" in the idempotency table, whichever door it came

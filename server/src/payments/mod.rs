@@ -38,7 +38,7 @@ use crate::{
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
     session::{ExistingShopper, Shopper},
-    startup::AppState,
+    state::AppState,
 };
 use provider::ProviderClient;
 use settle::SettleRules;

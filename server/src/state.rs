@@ -1,0 +1,36 @@
+//! The state every handler shares, in a module of its own at the bottom of the server: route
+//! modules import it from here, and only `startup` builds it.
+
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use leptos::config::LeptosOptions;
+use sqlx::PgPool;
+
+use crate::{
+    bus::Bus, config::Config, faults::Faults, metrics::Metrics, payments::provider::ProviderClient,
+    workers,
+};
+
+/// Everything a handler may need, cloned cheaply per request.
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    pub db: PgPool,
+    pub config: Config,
+    pub leptos: LeptosOptions,
+    pub metrics: Arc<Metrics>,
+    pub faults: Faults,
+    pub provider: ProviderClient,
+    pub bus: Arc<dyn Bus>,
+}
+
+impl AppState {
+    pub fn worker_context(&self) -> workers::Context {
+        workers::Context {
+            db: self.db.clone(),
+            config: self.config.clone(),
+            bus: self.bus.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+}
