@@ -6,6 +6,8 @@ import { createServer } from 'node:net';
 import path from 'node:path';
 
 export const ROOT = path.resolve(__dirname, '..', '..');
+/** The PostgreSQL server the programs under test use (scripts/postgres.sh picks it). */
+const PG_URL = process.env.ONCE_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
 
 /** Every browser-test server: fault injection on (for the gates), a short lease (so a
  * crashed request is taken over within seconds). */
@@ -62,7 +64,7 @@ export async function startProvider(database: string, webhookURL: string): Promi
     cwd: ROOT,
     env: {
       ...process.env,
-      PROVIDER_DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${database}`,
+      PROVIDER_DATABASE_URL: `${PG_URL}/${database}`,
       PROVIDER_ADDR: `127.0.0.1:${PROVIDER_PORT}`,
       PROVIDER_WEBHOOK_URL: webhookURL,
       PROVIDER_WEBHOOK_SECRET: webhookSecret(),
@@ -80,7 +82,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
     cwd: ROOT,
     env: {
       ...process.env,
-      DATABASE_URL: `postgres://postgres@127.0.0.1:5432/${options.database}`,
+      DATABASE_URL: `${PG_URL}/${options.database}`,
       LEPTOS_SITE_ADDR: `127.0.0.1:${options.port}`,
       LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
       PROVIDER_URL: `http://127.0.0.1:${PROVIDER_PORT}`,

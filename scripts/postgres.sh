@@ -1,0 +1,46 @@
+# Sourced by scripts/run and scripts/test: makes sure a PostgreSQL server answers, and exports
+# ONCE_PG_URL, its URL without a database (postgres://user@host:port).
+#
+# The shared server is used when it answers: ONCE_PG_URL if set, else 127.0.0.1:5432. When
+# nothing answers there, PostgreSQL is installed from Debian if missing, and a private cluster
+# is started in a directory of its own (ONCE_PRIVATE_PG_DIR, target/postgres) on a port of its
+# own (ONCE_PRIVATE_PG_PORT, 55432); the calling script stops it on exit with `postgres_stop`.
+
+postgres_ensure() {
+  local shared="${ONCE_PG_URL:-postgres://postgres@127.0.0.1:5432}"
+  if pg_isready -q -d "$shared/postgres" 2>/dev/null; then
+    export ONCE_PG_URL="$shared"
+    return 0
+  fi
+  echo "postgres: nothing answers at $shared; starting a private cluster"
+  if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+    echo "postgres: installing PostgreSQL from Debian"
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+  local bin dir port
+  bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+  dir="${ONCE_PRIVATE_PG_DIR:-$PWD/target/postgres}"
+  port="${ONCE_PRIVATE_PG_PORT:-55432}"
+  # initdb and the server refuse to run as root: as root, they run as Debian's postgres user.
+  ONCE_PG_AS=()
+  mkdir -p "$dir"
+  if [ "$(id -u)" = 0 ]; then
+    ONCE_PG_AS=(runuser -u postgres --)
+    chown postgres "$dir"
+  fi
+  if [ ! -f "$dir/data/PG_VERSION" ]; then
+    "${ONCE_PG_AS[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
+  fi
+  "${ONCE_PG_AS[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
+    -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
+  ONCE_PG_STOP="${ONCE_PG_AS[*]} $bin/pg_ctl -D $dir/data -m fast -w stop"
+  export ONCE_PG_URL="postgres://postgres@127.0.0.1:$port"
+}
+
+# Stops the private cluster, if this script started one.
+postgres_stop() {
+  if [ -n "${ONCE_PG_STOP:-}" ]; then
+    $ONCE_PG_STOP >/dev/null 2>&1 || true
+    ONCE_PG_STOP=
+  fi
+}
