@@ -42,10 +42,22 @@ pub async fn set_cart_quantity(sku: String, quantity: i64) -> Result<Cart, Serve
         .map_err(failed)
 }
 
-/// A refused call answers 422 (a failure of ours 500), with the shopper-safe message.
+/// A refused call answers 422 (a failure of ours 500), with the shopper-safe message. A form
+/// posted without wasm is the exception: it is sent back to its page, with the error in
+/// the URL (`__err`, shown by `components::form_error`), which a 4xx would prevent.
 #[cfg(feature = "ssr")]
 fn failed(e: crate::backend::BackendError) -> ServerFnError {
-    if let Some(response) = use_context::<leptos_axum::ResponseOptions>() {
+    let from_plain_form = use_context::<http::request::Parts>().is_some_and(|request| {
+        request
+            .headers
+            .get(http::header::ACCEPT)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/html"))
+    });
+    if let (false, Some(response)) = (
+        from_plain_form,
+        use_context::<leptos_axum::ResponseOptions>(),
+    ) {
         response.set_status(if e.refused {
             http::StatusCode::UNPROCESSABLE_ENTITY
         } else {

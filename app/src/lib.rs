@@ -18,7 +18,7 @@ use leptos_router::{
     ParamSegment, StaticSegment,
 };
 
-use components::{focus::FocusOnNavigate, header::Header};
+use components::{focus::FocusOnNavigate, form_error::FormError, header::Header};
 use pages::{
     checkout::CheckoutPage, home::HomePage, not_found::NotFoundPage, order::OrderPage,
     orders::OrdersPage,
@@ -58,6 +58,7 @@ pub fn App() -> impl IntoView {
             <FocusOnNavigate/>
             <Header/>
             <main class="page">
+                <FormError/>
                 <Routes fallback=NotFoundPage>
                     <Route path=StaticSegment("") view=HomePage/>
                     <Route path=StaticSegment("checkout") view=CheckoutPage/>

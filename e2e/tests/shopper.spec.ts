@@ -325,6 +325,23 @@ test('the cart can be edited, and an out-of-stock cart fixed and ordered', async
   expect(placed[0].items.map((i: any) => [i.sku, i.quantity])).toEqual([['MUG-001', 1], ['LAMP-008', 1]]);
 });
 
+test('without wasm, a refused cart change comes back to the page with the reason', async ({ page }) => {
+  await addToCart(page, 'MUG-001', 2);
+  await page.route('**/pkg/*.wasm', () => {});
+  await page.goto('/checkout', { waitUntil: 'domcontentloaded' });
+  // Another tab removes the line this page still shows.
+  const removed = await page.request.post('/_fn/set_cart_quantity', {
+    form: { sku: 'MUG-001', quantity: '0' },
+    headers: { accept: 'application/json' },
+  });
+  expect(removed.ok()).toBeTruthy();
+  await page.getByLabel('Quantity of Stoneware mug').fill('1');
+  await page.locator('tr[data-sku="MUG-001"]').getByRole('button', { name: 'Update' }).click();
+  await expect(page.getByTestId('form-error')).toHaveText('That product is no longer in your cart.');
+  await expect(page.locator('body')).not.toHaveAttribute('data-hydrated', 'true');
+  expect((await cart(page)).lines).toEqual([]);
+});
+
 test('checkout and payment with the keyboard only', async ({ page }) => {
   await page.goto('/');
   await hydrated(page);

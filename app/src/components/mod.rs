@@ -1,5 +1,6 @@
 pub mod cart_lines;
 pub mod focus;
+pub mod form_error;
 pub mod header;
 pub mod status_line;
 pub mod stepper;
