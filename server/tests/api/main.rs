@@ -18,6 +18,7 @@ mod outbox;
 mod payment_attempts;
 mod payments;
 mod reconcile;
+mod reconcile_runs;
 mod sessions;
 mod shop;
 mod worker_faults;

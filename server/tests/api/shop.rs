@@ -187,15 +187,9 @@ async fn an_order_shows_every_status_it_had_in_order() {
     )
     .await;
 
-    let now: serde_json::Value = app
-        .client
-        .get(app.url(&format!("/api/orders/{id}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let now = app
+        .get_json(&app.client, &format!("/api/orders/{id}"))
+        .await;
     let statuses: Vec<&str> = now["history"]
         .as_array()
         .unwrap()
