@@ -277,10 +277,14 @@ pub async fn take_ordered(
     // The cart row first, as `add` and `change_line` lock it before any line: a concurrent
     // change waits for the order (no deadlock), and what it adds is seen by the statements
     // below, never deleted.
-    sqlx::query("SELECT 1 FROM carts WHERE session_id = $1 FOR UPDATE")
+    let cart = sqlx::query("SELECT 1 FROM carts WHERE session_id = $1 FOR UPDATE")
         .bind(session_id)
-        .execute(&mut *tx)
+        .fetch_optional(&mut *tx)
         .await?;
+    // No cart (an API client's order): no lines either, as a line cannot outlive its cart.
+    if cart.is_none() {
+        return Ok(());
+    }
     sqlx::query(
         "WITH ordered AS (SELECT * FROM unnest($2::text[], $3::int[]) AS o(sku, quantity)),
               reduced AS (

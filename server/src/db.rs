@@ -1,6 +1,13 @@
 //! The shop database: created if missing, migrated at start, shared through one pool.
 
-use std::{str::FromStr, time::Duration};
+use std::{
+    str::FromStr,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        OnceLock,
+    },
+    time::{Duration, Instant},
+};
 
 use crate::config::DbLimits;
 use sqlx::{
@@ -34,9 +41,52 @@ pub async fn ensure_database(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A connection idle for longer than this is pinged before it is handed out.
+const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+/// For this long after a lost connection, every connection is pinged before it is handed
+/// out: its siblings in the pool were most likely lost with it.
+const PING_AFTER_LOSS: Duration = Duration::from_secs(10);
+
+/// When this process last saw a connection die, in milliseconds since `EPOCH` (0: never).
+static LAST_LOSS_MS: AtomicU64 = AtomicU64::new(0);
+static EPOCH: OnceLock<Instant> = OnceLock::new();
+
+fn now_ms() -> u64 {
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+}
+
+/// Records that a connection was found dead (the database restarted, or killed it). Only
+/// a hint for the pool's pings: correctness never depends on it.
+pub fn note_lost_connection(e: &sqlx::Error) {
+    let lost = match e {
+        sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
+    };
+    if lost {
+        note_possible_loss();
+    }
+}
+
+/// The same, for a failure whose cause arrives as text only (the session store's).
+pub fn note_possible_loss() {
+    LAST_LOSS_MS.store(now_ms(), Ordering::Relaxed);
+}
+
+fn lost_one_recently() -> bool {
+    let last = LAST_LOSS_MS.load(Ordering::Relaxed);
+    last != 0 && now_ms() - last < PING_AFTER_LOSS.as_millis() as u64
+}
+
 /// A pool that fails fast when the database is down (so clients get a quick 503) and
-/// recovers by itself: every connection is tested before it is handed out. Every session
-/// carries the configured bounds on statements, lock waits and idle transactions.
+/// recovers by itself. A connection that sat idle for a while is pinged before it is handed
+/// out, and so is every connection for a while after one was found dead: one that died in an
+/// outage is replaced instead of failing a request. A busy pool in good health pings
+/// nothing, because a ping on every acquire is a round trip per statement for nothing (sqlx
+/// already pings each connection as it is returned). Every session carries the configured
+/// bounds on statements, lock waits and idle transactions.
 pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
     let ms = |d: Duration| d.as_millis().to_string();
     let options = PgConnectOptions::from_str(url)?.options([
@@ -50,7 +100,15 @@ pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
     let pool = PgPoolOptions::new()
         .max_connections(20)
         .acquire_timeout(Duration::from_secs(3))
-        .test_before_acquire(true)
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= PING_AFTER_IDLE || lost_one_recently() {
+                    conn.ping().await?;
+                }
+                Ok(true)
+            })
+        })
         .connect_with(options)
         .await?;
     Ok(pool)

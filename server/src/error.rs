@@ -181,6 +181,7 @@ impl IntoResponse for ApiError {
 
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
+        crate::db::note_lost_connection(&e);
         if is_transient_db_error(&e) {
             Self::Unavailable(e.into())
         } else {

@@ -14,6 +14,7 @@ pub async fn healthz(State(db): State<PgPool>) -> impl IntoResponse {
             Json(json!({ "status": "ok", "database": "up" })),
         ),
         Err(e) => {
+            crate::db::note_lost_connection(&e);
             tracing::warn!(error = %e, "health check: database unreachable");
             (
                 StatusCode::SERVICE_UNAVAILABLE,

@@ -61,6 +61,7 @@ pub async fn open_session(session: Session, request: Request, next: Next) -> Res
 }
 
 fn unavailable(e: tower_sessions::session::Error) -> ApiError {
+    crate::db::note_possible_loss();
     ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
 }
 

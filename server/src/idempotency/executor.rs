@@ -179,7 +179,7 @@ where
     .await;
     match outcome {
         Ok((tx, reply)) => {
-            idem.finish(tx, &req, lease, StoredResponse::from_reply(&reply))
+            idem.finish(tx, &req, lease, StoredResponse::from_reply(reply))
                 .await
         }
         Err(e) if e.is_transient() => idem.give_up(&req, lease, e).await,
@@ -196,6 +196,12 @@ where
 
 impl Idempotency {
     async fn start(&self, req: &IdempotentRequest) -> Result<Start, ApiError> {
+        // Read first: a repeat of a key we know (a replay, a 409, a 422) costs one indexed
+        // read, with no lock and no write. Only a key that is new, failed or abandoned goes
+        // on to the claim, whose statements write (docs/design.md, "The idempotency protocol").
+        if let Some(answer) = self.answer(store::existing(&self.db, req).await?) {
+            return answer;
+        }
         for _ in 0..CLAIM_ATTEMPTS {
             match store::claim(&self.db, req, self.lease).await? {
                 Claimed::Fresh(lease) => {

@@ -15,12 +15,13 @@ pub struct Reply {
     pub status: StatusCode,
     pub location: Option<String>,
     pub content_type: &'static str,
-    pub body: serde_json::Value,
+    /// The JSON body, serialised once: these bytes are stored and sent.
+    pub body: Vec<u8>,
 }
 
 impl Reply {
     pub fn created(location: String, body: impl Serialize) -> Result<Self, ApiError> {
-        let body = serde_json::to_value(body).map_err(|e| ApiError::Internal(e.into()))?;
+        let body = serde_json::to_vec(&body).map_err(|e| ApiError::Internal(e.into()))?;
         Ok(Self {
             status: StatusCode::CREATED,
             location: Some(location),
@@ -34,7 +35,7 @@ impl Reply {
             status: error.status(),
             location: None,
             content_type: "application/problem+json",
-            body: serde_json::to_value(error.to_problem()).unwrap_or_default(),
+            body: serde_json::to_vec(&error.to_problem()).unwrap_or_default(),
         }
     }
 }
@@ -50,12 +51,12 @@ pub struct StoredResponse {
 }
 
 impl StoredResponse {
-    pub fn from_reply(reply: &Reply) -> Self {
+    pub fn from_reply(reply: Reply) -> Self {
         Self {
             status: reply.status.as_u16(),
             content_type: reply.content_type.into(),
-            location: reply.location.clone(),
-            body: serde_json::to_vec(&reply.body).unwrap_or_default(),
+            location: reply.location,
+            body: reply.body,
         }
     }
 

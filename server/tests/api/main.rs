@@ -19,6 +19,7 @@ mod payment_attempts;
 mod payments;
 mod reconcile;
 mod reconcile_runs;
+mod repeats;
 mod sessions;
 mod shop;
 mod worker_faults;
