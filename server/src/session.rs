@@ -136,6 +136,26 @@ impl<S: Send + Sync> FromRequestParts<S> for ExistingShopper {
     }
 }
 
+/// The shopper of an idempotent write, as the cookie names it, without loading the session:
+/// the executor checks that the store knows it in the same statement that reads the key
+/// (`idempotency::store::read_first`), so a repeat costs one read. A request without a
+/// session cookie is refused here, and one whose session the store does not know is refused
+/// there, both with 400 `session-required` and nothing stored.
+pub struct NamedShopper {
+    pub id: String,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for NamedShopper {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match session_of(parts)?.id() {
+            Some(id) => Ok(Self { id: id.to_string() }),
+            None => Err(ApiError::SessionRequired),
+        }
+    }
+}
+
 /// `GET /api/session`: opens the session (the middleware already has) and says so, for API
 /// clients that want their cookie before their first write.
 pub async fn show(shopper: Shopper) -> axum::Json<serde_json::Value> {

@@ -150,6 +150,13 @@ where
     F: FnOnce(PgPool) -> Fut + Send + 'static,
     Fut: Future<Output = Result<(PgTx, Reply), ApiError>> + Send + 'static,
 {
+    // A repeat is answered from the first read, here; only a request that goes on to claim
+    // the key runs in a task of its own.
+    match idem.read_first(&req).await {
+        Ok(Some(Start::Replay(stored))) => return stored.into_response(true),
+        Err(e) => return e.into_response(),
+        Ok(_) => {}
+    }
     let idem = idem.clone();
     match tokio::spawn(async move { run(&idem, req, work).await }).await {
         Ok(response) => response,
@@ -195,13 +202,21 @@ where
 }
 
 impl Idempotency {
-    async fn start(&self, req: &IdempotentRequest) -> Result<Start, ApiError> {
-        // Read first: a repeat of a key we know (a replay, a 409, a 422) costs one indexed
-        // read, with no lock and no write. Only a key that is new, failed or abandoned goes
-        // on to the claim, whose statements write (docs/design.md, "The idempotency protocol").
-        if let Some(answer) = self.answer(store::existing(&self.db, req).await?) {
-            return answer;
+    /// Read first: a repeat of a key we know (a replay, a 409, a 422) is answered from one
+    /// indexed read, with no lock and no write; `None` sends a key that is new, failed or
+    /// abandoned on to the claim, whose statements write (docs/design.md, "The idempotency
+    /// protocol"). The same read tells whether the session exists: a write never runs for
+    /// a session the store does not know, and nothing is stored for it.
+    async fn read_first(&self, req: &IdempotentRequest) -> Result<Option<Start>, ApiError> {
+        let first = store::read_first(&self.db, req).await?;
+        if !first.session_known {
+            return Err(ApiError::SessionRequired);
         }
+        self.answer(first.existing).transpose()
+    }
+
+    /// Becomes the executor of `req`, or learns what a request that raced us holds.
+    async fn start(&self, req: &IdempotentRequest) -> Result<Start, ApiError> {
         for _ in 0..CLAIM_ATTEMPTS {
             match store::claim(&self.db, req, self.lease).await? {
                 Claimed::Fresh(lease) => {

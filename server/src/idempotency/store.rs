@@ -133,16 +133,74 @@ async fn key_row(
 
 /// What the table holds for `req`'s key, judged against `req`.
 pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
-    let Some(row) = key_row(db, &req.scope, &req.key).await? else {
-        return Ok(Existing::Reclaimable); // purged in between
+    let row = key_row(db, &req.scope, &req.key).await?;
+    Ok(judge(row, req))
+}
+
+fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
+    let Some(row) = row else {
+        return Existing::Reclaimable; // new, or purged in between
     };
     if row.fingerprint != req.fingerprint.as_str() {
-        return Ok(Existing::DifferentRequest);
+        return Existing::DifferentRequest;
     }
-    Ok(match row.held() {
+    match row.held() {
         Held::Completed(stored) => Existing::Completed(stored),
         Held::Running => Existing::InProgress,
         Held::OtherOperation | Held::Open => Existing::Reclaimable,
+    }
+}
+
+/// What a request learns from its first statement.
+pub struct FirstRead {
+    /// The session store knows the request's scope (the session its cookie names).
+    pub session_known: bool,
+    pub existing: Existing,
+}
+
+#[derive(sqlx::FromRow)]
+struct FirstReadRow {
+    session_known: bool,
+    route: Option<String>,
+    fingerprint: Option<String>,
+    state: Option<String>,
+    lease_valid: bool,
+    response_status: Option<i16>,
+    response_headers: Option<serde_json::Value>,
+    response_body: Option<Vec<u8>>,
+}
+
+/// The one statement a request starts with, without a lock: whether its session exists
+/// (the session store's table, `tower_sessions.session`, read as its own load does) and
+/// what the table holds for its key. A repeat of a known key needs nothing else.
+pub async fn read_first(db: &PgPool, req: &IdempotentRequest) -> Result<FirstRead, sqlx::Error> {
+    let row: FirstReadRow = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
+                         WHERE s.id = $1 AND s.expiry_date > now()) AS session_known,
+                k.route, k.fingerprint, k.state, coalesce(k.locked_until > now(), false) AS lease_valid,
+                k.response_status, k.response_headers, k.response_body
+           FROM (VALUES (1)) AS one (n)
+           LEFT JOIN idempotency_keys k ON k.scope = $1 AND k.key = $2",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .fetch_one(db)
+    .await?;
+    let key = match (row.route, row.fingerprint, row.state) {
+        (Some(route), Some(fingerprint), Some(state)) => Some(KeyRow {
+            route,
+            fingerprint,
+            state,
+            lease_valid: row.lease_valid,
+            response_status: row.response_status,
+            response_headers: row.response_headers,
+            response_body: row.response_body,
+        }),
+        _ => None,
+    };
+    Ok(FirstRead {
+        session_known: row.session_known,
+        existing: judge(key, req),
     })
 }
 

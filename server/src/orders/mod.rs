@@ -20,7 +20,7 @@ use crate::{
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
-    session::{ExistingShopper, Shopper},
+    session::{NamedShopper, Shopper},
     state::AppState,
 };
 
@@ -36,7 +36,7 @@ pub fn router() -> Router<AppState> {
 
 async fn create(
     State(idem): State<Idempotency>,
-    shopper: ExistingShopper,
+    shopper: NamedShopper,
     key: RequestKey,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
