@@ -13,27 +13,34 @@ postgres_ensure() {
     return 0
   fi
   echo "postgres: nothing answers at $shared; starting a private cluster"
+  postgres_private "${ONCE_PRIVATE_PG_DIR:-$PWD/target/postgres}" "${ONCE_PRIVATE_PG_PORT:-55432}"
+}
+
+# Starts a private cluster in DIR on PORT (initialised on first use; extra server options in
+# $3) and exports ONCE_PG_URL, plus the commands that stop it (ONCE_PG_STOP), start it again
+# (ONCE_PG_START) and crash it without a shutdown (ONCE_PG_CRASH, for the fault harness).
+postgres_private() {
+  local dir="$1" port="$2" extra="${3:-}" bin
   if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
     echo "postgres: installing PostgreSQL from Debian"
     apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
   fi
-  local bin dir port
   bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-  dir="${ONCE_PRIVATE_PG_DIR:-$PWD/target/postgres}"
-  port="${ONCE_PRIVATE_PG_PORT:-55432}"
   # initdb and the server refuse to run as root: as root, they run as Debian's postgres user.
-  ONCE_PG_AS=()
+  local as=""
   mkdir -p "$dir"
   if [ "$(id -u)" = 0 ]; then
-    ONCE_PG_AS=(runuser -u postgres --)
+    as="runuser -u postgres --"
     chown postgres "$dir"
   fi
   if [ ! -f "$dir/data/PG_VERSION" ]; then
-    "${ONCE_PG_AS[@]}" "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
+    $as "$bin/initdb" -D "$dir/data" -U postgres --auth=trust -E UTF8 >/dev/null
   fi
-  "${ONCE_PG_AS[@]}" "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w \
-    -o "-p $port -k $dir -c listen_addresses=127.0.0.1" start >/dev/null
-  ONCE_PG_STOP="${ONCE_PG_AS[*]} $bin/pg_ctl -D $dir/data -m fast -w stop"
+  local ctl="$as $bin/pg_ctl -D $dir/data"
+  ONCE_PG_START="$ctl -l $dir/server.log -w -o '-p $port -k $dir -c listen_addresses=127.0.0.1 $extra' start"
+  ONCE_PG_CRASH="$ctl -m immediate -w stop"
+  ONCE_PG_STOP="$ctl -m fast -w stop"
+  sh -c "$ONCE_PG_START" >/dev/null
   export ONCE_PG_URL="postgres://postgres@127.0.0.1:$port"
 }
 

@@ -1,0 +1,259 @@
+//! The checker: after a run, reads what the shop and the provider hold and counts, for each
+//! promise of "exactly once", what was lost, duplicated or unexpected. Every count must be
+//! 0. It reads rows only; it never trusts the server's own view (metrics, logs).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use sqlx::PgPool;
+
+use crate::shoppers::Intent;
+
+/// One promise and what the run did to it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Row {
+    pub promise: &'static str,
+    /// How many things the promise was checked on.
+    pub checked: u64,
+    pub lost: u64,
+    pub duplicated: u64,
+    pub unexpected: u64,
+}
+
+impl Row {
+    fn new(promise: &'static str) -> Self {
+        Self {
+            promise,
+            ..Self::default()
+        }
+    }
+
+    pub fn clean(&self) -> bool {
+        self.lost == 0 && self.duplicated == 0 && self.unexpected == 0
+    }
+}
+
+pub const ORDERS: &str = "per intent exactly one order";
+pub const FULFILLED: &str = "every paid order fulfilled exactly once";
+pub const EVENTS: &str = "every order.paid event consumed once";
+pub const STOCK: &str = "stock conservation (units)";
+pub const CHARGES: &str = "provider charges = succeeded payments + refunds";
+pub const WEBHOOKS: &str = "every webhook applied once";
+pub const EMAILS: &str = "one confirmation email per shipment";
+pub const ANSWERS: &str = "5xx answers other than 503";
+
+/// What a run leaves to check: the shop's and the provider's databases, the intents the
+/// shoppers had, the stock before the run, and the answers they got.
+pub struct Evidence<'a> {
+    pub shop: &'a PgPool,
+    pub provider: &'a PgPool,
+    pub intents: &'a [Intent],
+    pub stock_before: &'a BTreeMap<String, i64>,
+    pub answers: u64,
+    pub bad_5xx: u64,
+}
+
+pub async fn check(evidence: &Evidence<'_>) -> anyhow::Result<Vec<Row>> {
+    Ok(vec![
+        orders(evidence).await?,
+        fulfilled(evidence.shop).await?,
+        events(evidence.shop).await?,
+        stock(evidence.shop, evidence.stock_before).await?,
+        charges(evidence.shop, evidence.provider).await?,
+        webhooks(evidence.shop, evidence.provider).await?,
+        emails(evidence.shop).await?,
+        Row {
+            checked: evidence.answers,
+            unexpected: evidence.bad_5xx,
+            ..Row::new(ANSWERS)
+        },
+    ])
+}
+
+/// An intent answered 201 has exactly its order; one refused definitively has none; one
+/// whose answer never came (the run ended) has at most one. No order without an intent.
+async fn orders(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
+    let rows: Vec<(String, String)> = sqlx::query_as("SELECT session_id, id::text FROM orders")
+        .fetch_all(evidence.shop)
+        .await?;
+    let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
+    for (session, id) in rows {
+        by_session.entry(session).or_default().push(id);
+    }
+    let mut row = Row::new(ORDERS);
+    for intent in evidence.intents {
+        row.checked += 1;
+        let found = by_session.remove(&intent.session).unwrap_or_default();
+        row.duplicated += (found.len() as u64).saturating_sub(1);
+        match (&intent.order_id, intent.order_status) {
+            (Some(id), _) if !found.contains(id) => row.lost += 1,
+            (None, status) if status != 0 && !found.is_empty() => row.unexpected += 1,
+            _ => {}
+        }
+    }
+    row.unexpected += by_session.values().map(|ids| ids.len() as u64).sum::<u64>();
+    Ok(row)
+}
+
+/// Orders with a succeeded payment have exactly one fulfillment; others have none.
+async fn fulfilled(shop: &PgPool) -> anyhow::Result<Row> {
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM payments p WHERE p.order_id = o.id AND p.status = 'succeeded'),
+                (SELECT count(*) FROM fulfillments f WHERE f.order_id = o.id)
+           FROM orders o",
+    )
+    .fetch_all(shop)
+    .await?;
+    let mut row = Row::new(FULFILLED);
+    for (paid, fulfillments) in rows {
+        if paid == 0 {
+            row.unexpected += fulfillments as u64;
+            continue;
+        }
+        row.checked += 1;
+        row.duplicated += (paid - 1) as u64 + (fulfillments.max(1) - 1) as u64;
+        row.lost += u64::from(fulfillments == 0);
+    }
+    Ok(row)
+}
+
+/// Each paid order wrote one `order.paid` event, and the fulfillment consumer recorded it
+/// as consumed once.
+async fn events(shop: &PgPool) -> anyhow::Result<Row> {
+    let rows: Vec<(i64, i64)> = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM outbox_events e
+                  WHERE e.aggregate_id = o.id AND e.event_type = 'order.paid'),
+                (SELECT count(*) FROM outbox_events e
+                   JOIN consumed_events c ON c.event_id = e.id AND c.consumer = 'fulfillment'
+                  WHERE e.aggregate_id = o.id AND e.event_type = 'order.paid')
+           FROM orders o
+          WHERE EXISTS (SELECT 1 FROM payments p WHERE p.order_id = o.id AND p.status = 'succeeded')",
+    )
+    .fetch_all(shop)
+    .await?;
+    let mut row = Row::new(EVENTS);
+    for (written, consumed) in rows {
+        row.checked += 1;
+        row.lost += u64::from(written == 0 || consumed < written);
+        row.duplicated += (written.max(1) - 1) as u64;
+    }
+    Ok(row)
+}
+
+/// Stock taken equals the units of shipped orders, product by product.
+async fn stock(shop: &PgPool, before: &BTreeMap<String, i64>) -> anyhow::Result<Row> {
+    let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+        "SELECT p.sku, p.stock::bigint,
+                coalesce((SELECT sum(i.quantity) FROM order_items i
+                            JOIN fulfillments f ON f.order_id = i.order_id AND f.status = 'shipped'
+                           WHERE i.sku = p.sku), 0)::bigint
+           FROM products p",
+    )
+    .fetch_all(shop)
+    .await?;
+    let mut row = Row::new(STOCK);
+    for (sku, now, shipped) in rows {
+        let taken = before.get(&sku).copied().unwrap_or(now) - now;
+        row.checked += shipped as u64;
+        row.duplicated += (taken - shipped).max(0) as u64;
+        row.lost += (shipped - taken).max(0) as u64;
+    }
+    Ok(row)
+}
+
+/// Every charge that succeeded at the provider is our succeeded payment or was refunded,
+/// and we hold no success the provider does not; at most one kept charge per order.
+async fn charges(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
+    let succeeded: Vec<(String,)> =
+        sqlx::query_as("SELECT id FROM charges WHERE status = 'succeeded'")
+            .fetch_all(provider)
+            .await?;
+    let refunded: HashSet<String> = sqlx::query_scalar("SELECT charge_id FROM refunds")
+        .fetch_all(provider)
+        .await?
+        .into_iter()
+        .collect();
+    let ours: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT provider_charge_id, status, order_id::text FROM payments
+          WHERE provider_charge_id IS NOT NULL AND status IN ('succeeded', 'refund_due', 'refunded')",
+    )
+    .fetch_all(shop)
+    .await?;
+    let ours: HashMap<String, (String, String)> =
+        ours.into_iter().map(|(c, s, o)| (c, (s, o))).collect();
+    let at_provider: HashSet<String> = succeeded.into_iter().map(|(id,)| id).collect();
+    let mut row = Row::new(CHARGES);
+    let mut kept_per_order: HashMap<&str, u64> = HashMap::new();
+    for charge in &at_provider {
+        row.checked += 1;
+        match ours.get(charge) {
+            None if !refunded.contains(charge) => row.lost += 1,
+            Some((_, order)) if !refunded.contains(charge) => {
+                *kept_per_order.entry(order.as_str()).or_default() += 1
+            }
+            _ => {}
+        }
+    }
+    row.duplicated += kept_per_order.values().map(|n| n - 1).sum::<u64>();
+    row.unexpected += ours
+        .iter()
+        .filter(|(charge, (status, _))| status == "succeeded" && !at_provider.contains(*charge))
+        .count() as u64;
+    Ok(row)
+}
+
+/// Every transaction the provider sent a webhook for is in our callbacks once, and we hold
+/// none it did not send.
+async fn webhooks(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
+    let sent: HashSet<String> = sqlx::query_scalar("SELECT DISTINCT tx_no FROM webhook_deliveries")
+        .fetch_all(provider)
+        .await?
+        .into_iter()
+        .collect();
+    let applied: Vec<String> = sqlx::query_scalar("SELECT provider_tx_no FROM payment_callbacks")
+        .fetch_all(shop)
+        .await?;
+    let mut row = Row::new(WEBHOOKS);
+    row.checked = sent.len() as u64;
+    let applied_set: HashSet<&String> = applied.iter().collect();
+    row.lost = sent.iter().filter(|tx| !applied_set.contains(tx)).count() as u64;
+    row.duplicated = (applied.len() - applied_set.len()) as u64;
+    row.unexpected = applied_set.iter().filter(|tx| !sent.contains(**tx)).count() as u64;
+    Ok(row)
+}
+
+/// A shipped order has one confirmation email, delivered; no other order has one.
+async fn emails(shop: &PgPool) -> anyhow::Result<Row> {
+    let rows: Vec<(bool, i64, i64)> = sqlx::query_as(
+        "SELECT EXISTS (SELECT 1 FROM fulfillments f WHERE f.order_id = o.id AND f.status = 'shipped'),
+                (SELECT count(*) FROM emails e WHERE e.order_id = o.id AND e.kind = 'order_confirmation'),
+                (SELECT count(*) FROM emails e WHERE e.order_id = o.id AND e.kind = 'order_confirmation'
+                    AND e.status <> 'queued')
+           FROM orders o",
+    )
+    .fetch_all(shop)
+    .await?;
+    let mut row = Row::new(EMAILS);
+    for (shipped, emails, delivered) in rows {
+        if !shipped {
+            row.unexpected += emails as u64;
+            continue;
+        }
+        row.checked += 1;
+        row.lost += u64::from(delivered == 0);
+        row.duplicated += (emails.max(1) - 1) as u64;
+    }
+    Ok(row)
+}
+
+pub fn print(rows: &[Row]) {
+    println!(
+        "{:<50} {:>8} {:>6} {:>11} {:>11}",
+        "promise", "checked", "lost", "duplicated", "unexpected"
+    );
+    for r in rows {
+        println!(
+            "{:<50} {:>8} {:>6} {:>11} {:>11}",
+            r.promise, r.checked, r.lost, r.duplicated, r.unexpected
+        );
+    }
+}

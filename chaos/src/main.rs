@@ -1,0 +1,150 @@
+//! `chaos [SECONDS] [--shoppers N] [--prove-checker]`: runs Once as it is deployed, breaks
+//! it for SECONDS while shoppers retry, lets it settle, and checks that every promise of
+//! "exactly once" held. With `--prove-checker`, it then plants faults in copies of the
+//! finished run's database and shows that the checker reports each. Exits non-zero when
+//! anything is lost, duplicated or unexpected. Started by `scripts/chaos`, which sets up
+//! the run's own PostgreSQL and the binaries (docs/design.md, "Proving it under faults").
+
+mod check;
+mod deployment;
+mod faults;
+mod plant;
+mod process;
+mod settle;
+mod shoppers;
+
+use std::{collections::BTreeMap, io::Write, time::Duration};
+
+use sqlx::PgPool;
+use tokio::time::Instant;
+
+use deployment::{Deployment, Settings};
+
+struct Args {
+    seconds: u64,
+    shoppers: usize,
+    prove_checker: bool,
+}
+
+fn args() -> anyhow::Result<Args> {
+    let mut args = Args {
+        seconds: 60,
+        shoppers: 16,
+        prove_checker: false,
+    };
+    let mut given = std::env::args().skip(1);
+    while let Some(arg) = given.next() {
+        match arg.as_str() {
+            "--prove-checker" => args.prove_checker = true,
+            "--shoppers" => args.shoppers = given.next().unwrap_or_default().parse()?,
+            seconds => args.seconds = seconds.parse()?,
+        }
+    }
+    Ok(args)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = args()?;
+    let mut deployment = Deployment::new(Settings::from_env()?);
+    deployment.start().await?;
+    let outcome = run(&mut deployment, &args).await;
+    deployment.stop().await;
+    let clean = outcome?;
+    anyhow::ensure!(clean, "the run broke a promise: see the table above");
+    Ok(())
+}
+
+async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
+    let shop = PgPool::connect(&deployment.settings.shop_db()).await?;
+    let provider = PgPool::connect(&deployment.settings.provider_db()).await?;
+    // Enough stock that most orders are paid and shipped; the scarce lamp still sells out,
+    // so refusals and backorders happen too.
+    sqlx::query("UPDATE products SET stock = stock * 5 WHERE sku <> 'LAMP-008'")
+        .execute(&shop)
+        .await?;
+    let stock_before: BTreeMap<String, i64> =
+        sqlx::query_as::<_, (String, i64)>("SELECT sku, stock::bigint FROM products")
+            .fetch_all(&shop)
+            .await?
+            .into_iter()
+            .collect();
+
+    println!(
+        "chaos: {} shoppers for {} s against 2 servers and 4 workers, with faults",
+        args.shoppers, args.seconds
+    );
+    let last_intent = Instant::now() + Duration::from_secs(args.seconds);
+    let deadlines = shoppers::Deadlines {
+        last_intent,
+        give_up: last_intent + Duration::from_secs(60),
+    };
+    let tally = shoppers::Tally::default();
+    let (intents, faults) = {
+        let shopping = shoppers::run(args.shoppers, deadlines, &tally);
+        let breaking = async {
+            let faults = faults::run(deployment, last_intent).await;
+            // Whatever the faults left down or paused runs again for the intents in hand.
+            deployment.heal().await.map(|()| faults)
+        };
+        tokio::join!(shopping, breaking)
+    };
+    let faults = faults??;
+    deployment.calm_provider().await?;
+    settle::settle(&shop, &provider, Duration::from_secs(120)).await?;
+
+    let statuses = tally.statuses();
+    let evidence = check::Evidence {
+        shop: &shop,
+        provider: &provider,
+        intents: &intents,
+        stock_before: &stock_before,
+        answers: statuses.values().sum(),
+        bad_5xx: tally.bad_5xx(),
+    };
+    let rows = check::check(&evidence).await?;
+    summary(deployment, &intents, &faults, &tally)?;
+    check::print(&rows);
+    let clean = rows.iter().all(check::Row::clean);
+
+    if args.prove_checker {
+        deployment.stop().await;
+        shop.close().await;
+        let settings = &deployment.settings;
+        let seen = plant::prove(&settings.pg_url, "once_chaos", &evidence, &rows).await?;
+        anyhow::ensure!(seen, "the checker missed a planted fault");
+    }
+    Ok(clean)
+}
+
+fn summary(
+    deployment: &Deployment,
+    intents: &[shoppers::Intent],
+    faults: &BTreeMap<faults::Fault, u32>,
+    tally: &shoppers::Tally,
+) -> anyhow::Result<()> {
+    let mut file = std::fs::File::create(deployment.settings.dir.join("intents.jsonl"))?;
+    for intent in intents {
+        writeln!(file, "{}", serde_json::to_string(intent)?)?;
+    }
+    let placed = intents.iter().filter(|i| i.order_status == 201).count();
+    let paid = intents.iter().filter(|i| i.payment_status == 201).count();
+    println!(
+        "\nintents: {}, orders placed: {placed}, payments that succeeded: {paid}",
+        intents.len()
+    );
+    for (fault, n) in faults {
+        println!("faults: {n} × {}", fault.describe());
+    }
+    let answers: Vec<String> = tally
+        .statuses()
+        .iter()
+        .map(|(s, n)| format!("{s}: {n}"))
+        .collect();
+    println!(
+        "answers: {}; no answer (reset, refused, timed out): {}\n",
+        answers.join(", "),
+        tally.no_answer.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    Ok(())
+}

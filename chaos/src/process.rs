@@ -1,0 +1,130 @@
+//! One process of the deployment: started from a command line and an environment, and
+//! killed, paused and started again at the harness's will. Output goes to a log file of its
+//! own under the run's directory, appended across restarts.
+
+use std::{fs::OpenOptions, path::Path, process::Stdio, time::Duration};
+
+use tokio::process::{Child, Command};
+
+pub struct Process {
+    pub name: String,
+    program: String,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    log: std::path::PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+impl Process {
+    pub fn new(
+        name: &str,
+        program: &str,
+        args: &[&str],
+        env: Vec<(String, String)>,
+        dir: &Path,
+    ) -> Self {
+        Self {
+            name: name.to_owned(),
+            program: program.to_owned(),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            env,
+            log: dir.join(format!("{name}.log")),
+            child: None,
+            paused: false,
+        }
+    }
+
+    pub fn start(&mut self) -> anyhow::Result<()> {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)?;
+        let child = Command::new(&self.program)
+            .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("starting {}: {e}", self.name))?;
+        self.child = Some(child);
+        self.paused = false;
+        Ok(())
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
+    fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let _ = std::process::Command::new("kill")
+                .args([signal, &pid.to_string()])
+                .status();
+        }
+    }
+
+    /// SIGKILL: no chance to finish anything, as in a crash or an OOM kill.
+    pub async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if self.paused {
+                self.signal("-CONT");
+            }
+            let _ = child.kill().await;
+        }
+        self.paused = false;
+    }
+
+    /// SIGSTOP: the process holds its connections and leases but does nothing, like a long
+    /// garbage-collection pause or a frozen VM.
+    pub fn pause(&mut self) {
+        self.signal("-STOP");
+        self.paused = true;
+    }
+
+    pub fn resume(&mut self) {
+        self.signal("-CONT");
+        self.paused = false;
+    }
+
+    /// Starts the process again if it has exited by itself (it should not have).
+    pub fn restart_if_exited(&mut self) -> anyhow::Result<bool> {
+        let exited = match self.child.as_mut() {
+            Some(child) => child.try_wait()?.is_some(),
+            None => true,
+        };
+        if exited {
+            self.start()?;
+        }
+        Ok(exited)
+    }
+
+    /// SIGTERM, then SIGKILL if it has not stopped after `grace`.
+    pub async fn stop(&mut self, grace: Duration) {
+        if self.paused {
+            self.resume();
+        }
+        self.signal("-TERM");
+        if let Some(mut child) = self.child.take() {
+            if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// Runs a shell command line given by the caller (how this machine starts and stops a
+/// PostgreSQL cluster differs: as root it runs as the postgres user).
+pub async fn shell(command: &str) -> anyhow::Result<()> {
+    let status = Command::new("sh")
+        .args(["-c", command])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .await?;
+    anyhow::ensure!(status.success(), "`{command}` failed: {status}");
+    Ok(())
+}
