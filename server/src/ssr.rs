@@ -24,7 +24,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         db: state.db.clone(),
         key_retention: state.config.idempotency_retention,
     }));
-    let options = state.leptos.clone();
+    let options = (*state.leptos).clone();
     Router::new()
         .leptos_routes_with_context(
             state,

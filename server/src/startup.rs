@@ -48,11 +48,11 @@ impl Application {
         let state = AppState {
             bus,
             db,
-            leptos: config.leptos.clone(),
+            leptos: Arc::new(config.leptos.clone()),
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
             provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
-            config,
+            config: Arc::new(config),
         };
         let router = router(state.clone()).await?;
         Ok(Self {

@@ -12,12 +12,14 @@ use crate::{
     workers,
 };
 
-/// Everything a handler may need, cloned cheaply per request.
+/// Everything a handler may need. axum clones it for every request, so whatever is more
+/// than a handle sits behind an `Arc`.
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: PgPool,
-    pub config: Config,
-    pub leptos: LeptosOptions,
+    pub config: Arc<Config>,
+    #[from_ref(skip)]
+    pub leptos: Arc<LeptosOptions>,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
     pub provider: ProviderClient,
@@ -28,9 +30,16 @@ impl AppState {
     pub fn worker_context(&self) -> workers::Context {
         workers::Context {
             db: self.db.clone(),
-            config: self.config.clone(),
+            config: (*self.config).clone(),
             bus: self.bus.clone(),
             metrics: self.metrics.clone(),
         }
+    }
+}
+
+/// For the Leptos routes, which take their options from the state by value.
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        (*state.leptos).clone()
     }
 }

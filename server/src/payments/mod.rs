@@ -22,6 +22,8 @@ pub mod provider;
 pub mod settle;
 pub mod store;
 
+use std::sync::Arc;
+
 use axum::{
     extract::{Path, State},
     response::Response,
@@ -88,7 +90,7 @@ fn pay_operation(order_id: Uuid) -> String {
 async fn pay(
     State(idem): State<Idempotency>,
     State(provider): State<ProviderClient>,
-    State(config): State<Config>,
+    State(config): State<Arc<Config>>,
     shopper: ExistingShopper,
     Path(id): Path<String>,
     key: RequestKey,
