@@ -1,42 +1,72 @@
-// Drives POST /api/orders: first N new intents (each its own key: a full execution), then the
-// same N keys again (each a stored-response replay), with C requests in flight; prints
-// throughput and latency percentiles for both.
+// Payments through the sandbox provider (scripts/bench): opens a session, creates N orders
+// (untimed), then pays each one (POST /api/orders/{id}/payments, its own Idempotency-Key,
+// the sandbox's always-approved card) with C requests in flight. Prints a human line and a
+// RESULT line that scripts/bench reads. A payment is expected as 201 with status "succeeded".
 const [base, total, concurrency] = [process.argv[2], Number(process.argv[3]), Number(process.argv[4])];
-const body = JSON.stringify({ items: [{ sku: 'MUG-001', quantity: 1 }] });
+const run = `${Date.now()}-${process.pid}`; // keys of this run never meet another run's
 
-const first = await fetch(`${base}/api/products`);
-const cookie = first.headers.get('set-cookie').split(';')[0];
-const keys = Array.from({ length: total }, (_, i) => `bench-${Date.now()}-${i}`);
+const opened = await fetch(`${base}/api/session`);
+const cookie = opened.headers.get('set-cookie').split(';')[0];
 
-async function run(label, expectReplay) {
+// Runs `call(i)` for i in 0..total with `concurrency` in flight. Counts as wrk does: answers
+// with status > 399 (non2xx), failed connections (socketErrors), and every answer `call`
+// did not accept (unexpected, which includes both). Latencies (ms) come back sorted.
+async function drive(call) {
   const latencies = [];
+  const counts = { non2xx: 0, socketErrors: 0, unexpected: 0 };
   let next = 0;
-  let failures = 0;
   const started = performance.now();
   async function worker() {
-    while (next < keys.length) {
-      const key = keys[next++];
+    while (next < total) {
+      const i = next++;
       const t0 = performance.now();
-      const response = await fetch(`${base}/api/orders`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', 'idempotency-key': key, cookie },
-        body,
-      });
-      await response.arrayBuffer();
+      try {
+        const { status, ok } = await call(i);
+        if (status > 399) counts.non2xx++;
+        if (!ok) counts.unexpected++;
+      } catch {
+        counts.socketErrors++;
+        counts.unexpected++;
+      }
       latencies.push(performance.now() - t0);
-      const replayed = response.headers.get('idempotent-replayed') === 'true';
-      if (response.status !== 201 || replayed !== expectReplay) failures++;
     }
   }
   await Promise.all(Array.from({ length: concurrency }, worker));
-  const seconds = (performance.now() - started) / 1000;
   latencies.sort((a, b) => a - b);
-  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))].toFixed(1);
-  console.log(
-    `${label}: ${total} requests, concurrency ${concurrency}: ${(total / seconds).toFixed(0)} req/s, ` +
-      `p50 ${pct(50)} ms, p95 ${pct(95)} ms, p99 ${pct(99)} ms, unexpected answers ${failures}`,
-  );
+  return { latencies, seconds: (performance.now() - started) / 1000, ...counts };
 }
 
-await run('new orders (execute)', false);
-await run('same keys again (replay)', true);
+async function post(path, key, body) {
+  const response = await fetch(`${base}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'idempotency-key': key, cookie },
+    body: JSON.stringify(body),
+  });
+  return { status: response.status, json: await response.json().catch(() => null) };
+}
+
+const orders = [];
+const created = await drive(async (i) => {
+  const { status, json } = await post('/api/orders', `order-${run}-${i}`, { items: [{ sku: 'MUG-001', quantity: 1 }] });
+  orders[i] = json?.id;
+  return { status, ok: status === 201 };
+});
+if (created.unexpected > 0) throw new Error(`${created.unexpected} orders could not be created`);
+
+const paid = await drive(async (i) => {
+  const { status, json } = await post(`/api/orders/${orders[i]}/payments`, `pay-${run}-${i}`, {
+    card_number: '4242424242424242',
+  });
+  return { status, ok: status === 201 && json?.status === 'succeeded' };
+});
+
+const pct = (p) => paid.latencies[Math.min(total - 1, Math.floor((p / 100) * total))].toFixed(2);
+const rate = (total / paid.seconds).toFixed(0);
+console.log(
+  `payments: ${total} at concurrency ${concurrency}: ${rate}/s, p50 ${pct(50)} ms, p99 ${pct(99)} ms, ` +
+    `unexpected answers ${paid.unexpected}`,
+);
+console.log(
+  `RESULT requests=${total} seconds=${paid.seconds.toFixed(3)} p50_ms=${pct(50)} p99_ms=${pct(99)} ` +
+    `non2xx=${paid.non2xx} socket_errors=${paid.socketErrors} unexpected=${paid.unexpected}`,
+);

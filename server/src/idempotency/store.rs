@@ -170,22 +170,24 @@ struct FirstReadRow {
     response_body: Option<Vec<u8>>,
 }
 
+/// `read_first`'s statement ($1 the scope, $2 the key); public for the benchmark's floor.
+pub const READ_FIRST: &str = "
+    SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
+                    WHERE s.id = $1 AND s.expiry_date > now()) AS session_known,
+           k.route, k.fingerprint, k.state, coalesce(k.locked_until > now(), false) AS lease_valid,
+           k.response_status, k.response_headers, k.response_body
+      FROM (VALUES (1)) AS one (n)
+      LEFT JOIN idempotency_keys k ON k.scope = $1 AND k.key = $2";
+
 /// The one statement a request starts with, without a lock: whether its session exists
 /// (the session store's table, `tower_sessions.session`, read as its own load does) and
 /// what the table holds for its key. A repeat of a known key needs nothing else.
 pub async fn read_first(db: &PgPool, req: &IdempotentRequest) -> Result<FirstRead, sqlx::Error> {
-    let row: FirstReadRow = sqlx::query_as(
-        "SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
-                         WHERE s.id = $1 AND s.expiry_date > now()) AS session_known,
-                k.route, k.fingerprint, k.state, coalesce(k.locked_until > now(), false) AS lease_valid,
-                k.response_status, k.response_headers, k.response_body
-           FROM (VALUES (1)) AS one (n)
-           LEFT JOIN idempotency_keys k ON k.scope = $1 AND k.key = $2",
-    )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
-    .fetch_one(db)
-    .await?;
+    let row: FirstReadRow = sqlx::query_as(READ_FIRST)
+        .bind(&req.scope)
+        .bind(req.key.as_str())
+        .fetch_one(db)
+        .await?;
     let key = match (row.route, row.fingerprint, row.state) {
         (Some(route), Some(fingerprint), Some(state)) => Some(KeyRow {
             route,
