@@ -42,7 +42,8 @@ pub async fn set_cart_quantity(sku: String, quantity: i64) -> Result<Cart, Serve
         .map_err(failed)
 }
 
-/// A refused call answers 422 (a failure of ours 500), with the shopper-safe message. A form
+/// A refused call answers 422 (the database away 503, another failure of ours 500), with the
+/// shopper-safe message. A form
 /// posted without wasm is the exception: it is sent back to its page, with the error in
 /// the URL (`__err`, shown by `components::form_error`), which a 4xx would prevent.
 #[cfg(feature = "ssr")]
@@ -60,6 +61,8 @@ fn failed(e: crate::backend::BackendError) -> ServerFnError {
     ) {
         response.set_status(if e.refused {
             http::StatusCode::UNPROCESSABLE_ENTITY
+        } else if e.unavailable {
+            http::StatusCode::SERVICE_UNAVAILABLE
         } else {
             http::StatusCode::INTERNAL_SERVER_ERROR
         });

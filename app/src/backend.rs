@@ -18,6 +18,8 @@ pub struct BackendError {
     pub message: String,
     /// The shopper's request was refused (a 4xx), rather than the server failing (a 500).
     pub refused: bool,
+    /// The database was away or busy: worth trying again (a 503).
+    pub unavailable: bool,
 }
 
 pub trait ShopBackend: Send + Sync + 'static {

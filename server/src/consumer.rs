@@ -54,6 +54,7 @@ pub enum HandlerError {
 
 impl From<sqlx::Error> for HandlerError {
     fn from(e: sqlx::Error) -> Self {
+        crate::db::note_lost_connection(&e);
         if is_transient_db_error(&e) {
             Self::Unavailable(e)
         } else {

@@ -81,12 +81,14 @@ fn lost_one_recently() -> bool {
 }
 
 /// A pool that fails fast when the database is down (so clients get a quick 503) and
-/// recovers by itself. A connection that sat idle for a while is pinged before it is handed
-/// out, and so is every connection for a while after one was found dead: one that died in an
-/// outage is replaced instead of failing a request. A busy pool in good health pings
-/// nothing, because a ping on every acquire is a round trip per statement for nothing (sqlx
-/// already pings each connection as it is returned). Every session carries the configured
-/// bounds on statements, lock waits and idle transactions.
+/// recovers by itself. A connection that sat idle for a second is pinged before it is
+/// handed out, and so is every connection for ten seconds after one was found dead: after
+/// an outage, a dead connection is replaced rather than used. A connection used within the
+/// last second is handed out without a ping, because a ping on every acquire is a round trip
+/// per statement for nothing while the database is well (sqlx already pings each connection
+/// as it is returned); so the first request that meets one killed since (a database restart
+/// under load) answers 503, retryable, and from then on every connection is checked. Every
+/// session carries the configured bounds on statements, lock waits and idle transactions.
 pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
     let ms = |d: Duration| d.as_millis().to_string();
     let options = PgConnectOptions::from_str(url)?.options([
@@ -104,7 +106,12 @@ pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for >= PING_AFTER_IDLE || lost_one_recently() {
-                    conn.ping().await?;
+                    // A dead one is dropped and another handed out; its siblings, maybe
+                    // dead too, are checked from now on.
+                    if let Err(e) = conn.ping().await {
+                        note_possible_loss();
+                        return Err(e);
+                    }
                 }
                 Ok(true)
             })

@@ -43,7 +43,7 @@ struct ServerBackend {
 
 impl ShopBackend for ServerBackend {
     fn products(&self) -> BoxFuture<'_, Result<Vec<Product>, BackendError>> {
-        Box::pin(async move { catalog::all_products(&self.db).await.map_err(internal) })
+        Box::pin(async move { catalog::all_products(&self.db).await.map_err(storage) })
     }
 
     fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>> {
@@ -119,7 +119,7 @@ impl ShopBackend for ServerBackend {
         Box::pin(async move {
             orders::store::find(&self.db, &session_id(&session)?, id)
                 .await
-                .map_err(internal)
+                .map_err(storage)
         })
     }
 
@@ -127,7 +127,7 @@ impl ShopBackend for ServerBackend {
         Box::pin(async move {
             orders::store::for_session(&self.db, &session_id(&session)?)
                 .await
-                .map_err(internal)
+                .map_err(storage)
         })
     }
 }
@@ -143,7 +143,10 @@ fn session_id(session: &Session) -> Result<String, BackendError> {
 /// The session of a server-function call, opened if the call came without one (the cart
 /// is not under the idempotency protocol: a lost cookie loses a cart, never duplicates).
 async fn open_session_id(session: &Session) -> Result<String, BackendError> {
-    session::ensure_open(session).await.map_err(internal)
+    session::ensure_open(session).await.map_err(|e| BackendError {
+        unavailable: matches!(e, crate::error::ApiError::Unavailable(_)),
+        ..internal(e)
+    })
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {
@@ -151,15 +154,27 @@ fn internal(e: impl std::fmt::Display) -> BackendError {
     BackendError {
         message: "Something went wrong on our side. Please try again.".into(),
         refused: false,
+        unavailable: false,
+    }
+}
+
+/// A database error: a lost connection or a busy database is worth trying again (503),
+/// and makes the pool check its connections (`db::note_lost_connection`).
+fn storage(e: sqlx::Error) -> BackendError {
+    crate::db::note_lost_connection(&e);
+    BackendError {
+        unavailable: crate::error::is_transient_db_error(&e),
+        ..internal(e)
     }
 }
 
 fn shown(e: cart::CartError) -> BackendError {
     match e {
-        cart::CartError::Storage(inner) => internal(inner),
+        cart::CartError::Storage(inner) => storage(inner),
         other => BackendError {
             message: other.to_string(),
             refused: true,
+            unavailable: false,
         },
     }
 }

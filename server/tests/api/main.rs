@@ -14,6 +14,7 @@ mod idempotency;
 mod mailer;
 mod operator;
 mod orders;
+mod outages;
 mod outbox;
 mod payment_attempts;
 mod payments;

@@ -1,0 +1,45 @@
+//! After the database drops its connections (a restart), the pool hands out a connection
+//! used within the last second without a ping (server/src/db.rs). The request that meets a
+//! dead one answers 503, retryable, never a 500; from then on every connection is checked,
+//! so the retry succeeds.
+
+use std::time::Duration;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn a_write_that_meets_a_dead_connection_answers_503_and_its_retry_succeeds() {
+    let app = spawn_app().await;
+    let warm = post_order(&app.client, &app, Some("warm-1"), MUG_ORDER).await;
+    assert_eq!(warm.status(), 201);
+    app.kill_connections().await; // what a database restart does to the pool
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let first = post_order(&app.client, &app, Some("after-1"), MUG_ORDER).await;
+    if first.status() != 201 {
+        let body = assert_problem(first, 503, "service-unavailable").await;
+        assert_eq!(body["retryable"], true);
+    }
+    let retry = post_order(&app.client, &app, Some("after-1"), MUG_ORDER).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(app.count("orders").await, 2);
+}
+
+#[tokio::test]
+async fn a_server_function_that_meets_a_dead_connection_answers_503_not_500() {
+    let app = spawn_app().await;
+    let client = shopper();
+    app.open_session(&client).await;
+    app.cart(&client).await;
+    app.kill_connections().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let call = || client.post(app.url("/_fn/get_cart")).send();
+    let first = call().await.unwrap();
+    assert!(
+        [200, 503].contains(&first.status().as_u16()),
+        "{}",
+        first.status()
+    );
+    assert_eq!(call().await.unwrap().status(), 200);
+}
