@@ -37,6 +37,7 @@ pub const FULFILLED: &str = "every paid order fulfilled exactly once";
 pub const EVENTS: &str = "every order.paid event consumed once";
 pub const STOCK: &str = "stock conservation (units)";
 pub const CHARGES: &str = "provider charges = succeeded payments + refunds";
+pub const PAYMENTS: &str = "each payment answer matches the books";
 pub const WEBHOOKS: &str = "every webhook applied once";
 pub const EMAILS: &str = "one confirmation email per shipment";
 pub const ANSWERS: &str = "5xx answers other than 503";
@@ -59,6 +60,7 @@ pub async fn check(evidence: &Evidence<'_>) -> anyhow::Result<Vec<Row>> {
         events(evidence.shop).await?,
         stock(evidence.shop, evidence.stock_before).await?,
         charges(evidence.shop, evidence.provider).await?,
+        payment_answers(evidence).await?,
         webhooks(evidence.shop, evidence.provider).await?,
         emails(evidence.shop).await?,
         Row {
@@ -160,13 +162,17 @@ async fn stock(shop: &PgPool, before: &BTreeMap<String, i64>) -> anyhow::Result<
     Ok(row)
 }
 
-/// Every charge that succeeded at the provider is our succeeded payment or was refunded,
-/// and we hold no success the provider does not; at most one kept charge per order.
+/// Money, charge by charge. A charge the provider holds (succeeded, not refunded) is our
+/// succeeded payment, at most one per order; a charge it refunded is one we hold as
+/// refunded or never knew (a second charge, refunded by the reconciler); we hold no success
+/// and no refund the provider does not.
 async fn charges(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
-    let succeeded: Vec<(String,)> =
-        sqlx::query_as("SELECT id FROM charges WHERE status = 'succeeded'")
+    let at_provider: HashSet<String> =
+        sqlx::query_scalar("SELECT id FROM charges WHERE status = 'succeeded'")
             .fetch_all(provider)
-            .await?;
+            .await?
+            .into_iter()
+            .collect();
     let refunded: HashSet<String> = sqlx::query_scalar("SELECT charge_id FROM refunds")
         .fetch_all(provider)
         .await?
@@ -180,24 +186,56 @@ async fn charges(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
     .await?;
     let ours: HashMap<String, (String, String)> =
         ours.into_iter().map(|(c, s, o)| (c, (s, o))).collect();
-    let at_provider: HashSet<String> = succeeded.into_iter().map(|(id,)| id).collect();
     let mut row = Row::new(CHARGES);
     let mut kept_per_order: HashMap<&str, u64> = HashMap::new();
     for charge in &at_provider {
         row.checked += 1;
-        match ours.get(charge) {
-            None if !refunded.contains(charge) => row.lost += 1,
-            Some((_, order)) if !refunded.contains(charge) => {
-                *kept_per_order.entry(order.as_str()).or_default() += 1
-            }
-            _ => {}
+        let ours = ours.get(charge).map(|(s, o)| (s.as_str(), o.as_str()));
+        match (refunded.contains(charge), ours) {
+            (false, Some(("succeeded", order))) => *kept_per_order.entry(order).or_default() += 1,
+            // Kept by the provider, not a success of ours: money taken for nothing.
+            (false, _) => row.lost += 1,
+            // Refunded, and we hold it as a success: an order paid with money given back.
+            (true, Some(("succeeded", _))) => row.unexpected += 1,
+            (true, _) => {}
         }
     }
     row.duplicated += kept_per_order.values().map(|n| n - 1).sum::<u64>();
     row.unexpected += ours
         .iter()
-        .filter(|(charge, (status, _))| status == "succeeded" && !at_provider.contains(*charge))
+        .filter(|(charge, (status, _))| match status.as_str() {
+            "succeeded" => !at_provider.contains(*charge),
+            "refunded" => !refunded.contains(*charge),
+            _ => false,
+        })
         .count() as u64;
+    Ok(row)
+}
+
+/// What each shopper was told about its payment is what the books say: a 201 is a
+/// succeeded payment of its order, any refusal leaves the order unpaid.
+async fn payment_answers(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
+    let paid: HashSet<String> =
+        sqlx::query_scalar("SELECT order_id::text FROM payments WHERE status = 'succeeded'")
+            .fetch_all(evidence.shop)
+            .await?
+            .into_iter()
+            .collect();
+    let mut row = Row::new(PAYMENTS);
+    for intent in evidence.intents {
+        let (Some(order), status) = (&intent.order_id, intent.payment_status) else {
+            continue;
+        };
+        if status == 0 {
+            continue; // no answer before the end: either is right
+        }
+        row.checked += 1;
+        match (status == 201, paid.contains(order)) {
+            (true, false) => row.lost += 1,
+            (false, true) => row.unexpected += 1,
+            _ => {}
+        }
+    }
     Ok(row)
 }
 

@@ -229,8 +229,25 @@ impl Deployment {
     }
 }
 
+/// Refuses to start over anything that already listens on the deployment's ports (another
+/// run, or a stopped leftover of one): its answers would be taken for ours.
+pub fn ports_free(nats_port: u16) -> anyhow::Result<()> {
+    let ports = SERVER_PORTS
+        .iter()
+        .copied()
+        .chain([PROVIDER_PORT, nats_port]);
+    for port in ports {
+        std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
+            anyhow::anyhow!("port {port} is taken ({e}): is another chaos run going?")
+        })?;
+    }
+    Ok(())
+}
+
 async fn wait_healthy(url: &str) -> anyhow::Result<()> {
-    let client = reqwest::Client::new();
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()?;
     for _ in 0..600 {
         if let Ok(r) = client.get(url).send().await {
             if r.status().is_success() {

@@ -46,13 +46,33 @@ fn args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = args()?;
-    let mut deployment = Deployment::new(Settings::from_env()?);
-    deployment.start().await?;
-    let outcome = run(&mut deployment, &args).await;
+    let settings = Settings::from_env()?;
+    deployment::ports_free(settings.nats_port)?;
+    let mut deployment = Deployment::new(settings);
+    // Whatever happens — an error, Ctrl-C, a SIGTERM from a CI timeout — every process the
+    // harness started is stopped (resumed first if paused) before it exits.
+    let outcome = tokio::select! {
+        outcome = async {
+            deployment.start().await?;
+            run(&mut deployment, &args).await
+        } => outcome,
+        _ = interrupted() => Err(anyhow::anyhow!("interrupted")),
+    };
     deployment.stop().await;
     let clean = outcome?;
     anyhow::ensure!(clean, "the run broke a promise: see the table above");
     Ok(())
+}
+
+async fn interrupted() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! { _ = int.recv() => {}, _ = term.recv() => {} }
 }
 
 async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {

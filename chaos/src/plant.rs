@@ -4,7 +4,9 @@
 
 use sqlx::{Connection, PgConnection, PgPool};
 
-use crate::check::{self, Evidence, Row, EVENTS, FULFILLED, ORDERS};
+use crate::check::{
+    self, Evidence, Row, CHARGES, EMAILS, EVENTS, FULFILLED, ORDERS, PAYMENTS, STOCK, WEBHOOKS,
+};
 
 /// Which count a plant must raise.
 #[derive(Clone, Copy)]
@@ -19,7 +21,7 @@ struct Plant {
     must_raise: &'static [(&'static str, Count)],
 }
 
-const PLANTS: [Plant; 3] = [
+const PLANTS: [Plant; 7] = [
     Plant {
         name: "a duplicate order for one intent",
         sql: &["INSERT INTO orders (id, session_id, currency, total_cents)
@@ -53,6 +55,31 @@ const PLANTS: [Plant; 3] = [
             "DELETE FROM fulfillments f USING victim v WHERE f.order_id = v.order_id",
         ],
         must_raise: &[(FULFILLED, Count::Lost), (EVENTS, Count::Lost)],
+    },
+    Plant {
+        name: "a refund we record, never made",
+        sql: &["UPDATE payments SET status = 'refunded'
+                 WHERE id = (SELECT id FROM payments WHERE status = 'succeeded' LIMIT 1)"],
+        must_raise: &[(CHARGES, Count::Lost), (PAYMENTS, Count::Lost)],
+    },
+    Plant {
+        name: "a unit of stock taken twice",
+        sql: &["UPDATE products SET stock = stock - 1
+                 WHERE sku = (SELECT i.sku FROM order_items i
+                                JOIN fulfillments f ON f.order_id = i.order_id AND f.status = 'shipped'
+                               LIMIT 1)"],
+        must_raise: &[(STOCK, Count::Duplicated)],
+    },
+    Plant {
+        name: "a webhook never applied",
+        sql: &["DELETE FROM payment_callbacks
+                 WHERE provider_tx_no = (SELECT provider_tx_no FROM payment_callbacks LIMIT 1)"],
+        must_raise: &[(WEBHOOKS, Count::Lost)],
+    },
+    Plant {
+        name: "a confirmation email never sent",
+        sql: &["DELETE FROM emails WHERE id = (SELECT id FROM emails LIMIT 1)"],
+        must_raise: &[(EMAILS, Count::Lost)],
     },
 ];
 

@@ -244,9 +244,13 @@ async fn post_until_definitive(
                 tally.answer(status);
                 let definitive = (200..300).contains(&status)
                     || ((400..500).contains(&status) && status != 409 && status != 429);
-                if definitive {
-                    let answer = response.json().await.unwrap_or_default();
-                    return Some((status, answer));
+                // An answer whose body is lost on the way is no answer: ask again.
+                match response.json().await {
+                    Ok(answer) if definitive => return Some((status, answer)),
+                    Ok(_) => {}
+                    Err(_) => {
+                        tally.no_answer.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
             Err(_) => {
