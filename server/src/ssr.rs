@@ -143,10 +143,12 @@ fn session_id(session: &Session) -> Result<String, BackendError> {
 /// The session of a server-function call, opened if the call came without one (the cart
 /// is not under the idempotency protocol: a lost cookie loses a cart, never duplicates).
 async fn open_session_id(session: &Session) -> Result<String, BackendError> {
-    session::ensure_open(session).await.map_err(|e| BackendError {
-        unavailable: matches!(e, crate::error::ApiError::Unavailable(_)),
-        ..internal(e)
-    })
+    session::ensure_open(session)
+        .await
+        .map_err(|e| BackendError {
+            unavailable: matches!(e, crate::error::ApiError::Unavailable(_)),
+            ..internal(e)
+        })
 }
 
 fn internal(e: impl std::fmt::Display) -> BackendError {
