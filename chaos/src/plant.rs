@@ -64,9 +64,11 @@ const PLANTS: [Plant; 7] = [
     },
     Plant {
         name: "a unit of stock taken twice",
+        // A shipped product with stock left (the schema keeps stock from going below 0).
         sql: &["UPDATE products SET stock = stock - 1
                  WHERE sku = (SELECT i.sku FROM order_items i
                                 JOIN fulfillments f ON f.order_id = i.order_id AND f.status = 'shipped'
+                                JOIN products p ON p.sku = i.sku AND p.stock > 0
                                LIMIT 1)"],
         must_raise: &[(STOCK, Count::Duplicated)],
     },
