@@ -99,11 +99,10 @@ impl ApiError {
         }
     }
 
-    /// A definitive outcome is the same whenever the request is repeated, so the
-    /// idempotency layer stores it; a transient one (5xx, or "wait for the other one": 409)
-    /// leaves the key open for a retry.
-    pub fn is_transient(&self) -> bool {
-        self.status().is_server_error() || self.status() == StatusCode::CONFLICT
+    /// Whether the key stores this answer (a definitive refusal) or stays open for a retry;
+    /// the rule is the protocol's, in `idempotency::outcome`.
+    pub fn is_stored(&self) -> bool {
+        crate::idempotency::outcome::is_stored(self.status())
     }
 
     fn problem_name(&self) -> &'static str {
@@ -133,7 +132,7 @@ impl ApiError {
             title: status.canonical_reason().unwrap_or("Error").to_owned(),
             status: status.as_u16(),
             detail: self.to_string(),
-            retryable: self.is_transient(),
+            retryable: !self.is_stored(),
         }
     }
 }

@@ -8,7 +8,8 @@
 //!    the business rows and the stored response become visible together or not at all.
 //!
 //! Definitive outcomes (2xx, deterministic 4xx) are stored and replayed; transient ones
-//! (5xx) mark the key `failed` so the same key can run again.
+//! (5xx, 409) mark the key `failed` so the same key can run again: the rule is in
+//! [`super::outcome`].
 
 use std::{future::Future, sync::Arc, time::Duration};
 
@@ -189,7 +190,7 @@ where
             idem.finish(tx, &req, lease, StoredResponse::from_reply(reply))
                 .await
         }
-        Err(e) if e.is_transient() => idem.give_up(&req, lease, e).await,
+        Err(e) if !e.is_stored() => idem.give_up(&req, lease, e).await,
         // A definitive refusal: its transaction (if any) is gone; store the refusal.
         Err(refusal) => match idem.db.begin().await {
             Ok(tx) => {

@@ -5,12 +5,14 @@
 //! * [`fingerprint`]: SHA-256 of method, route and canonical JSON body.
 //! * [`store`]: the `idempotency_keys` table and its state machine, in SQL.
 //! * [`executor`]: claim, run the business transaction, complete fenced on the lease.
+//! * [`outcome`]: which outcomes are stored with the key, and which leave it open.
 //! * [`status`]: `GET /api/idempotency-keys/{key}` for polling after a 409.
 //! * [`purge`]: the retention worker.
 
 pub mod executor;
 pub mod fingerprint;
 pub mod key;
+pub mod outcome;
 pub mod purge;
 pub mod response;
 pub mod status;

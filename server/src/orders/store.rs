@@ -62,7 +62,7 @@ pub async fn create_in_new_tx(
             cart::take_ordered(&mut tx, &session_id, &new.skus(), &quantities).await?;
             Ok((tx, reply))
         }
-        Err(e) if e.is_transient() => Err(e),
+        Err(e) if !e.is_stored() => Err(e),
         Err(refusal) => {
             tx.rollback().await?;
             let mut tx = db.begin().await?;

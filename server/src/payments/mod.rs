@@ -148,7 +148,7 @@ async fn charge_order(
         }
         // Refused by the provider itself: nothing was charged, so the attempt ends here
         // instead of blocking the order's next payment as a pending attempt.
-        Err(refusal) if !refusal.is_transient() => {
+        Err(refusal) if refusal.is_stored() => {
             let mut tx = db.begin().await?;
             apply::charge_failed(&mut tx, payment.id, None, "provider_rejected").await?;
             return Ok((tx, idempotency::Reply::refusal(&refusal)));
