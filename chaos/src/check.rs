@@ -167,17 +167,12 @@ async fn stock(shop: &PgPool, before: &BTreeMap<String, i64>) -> anyhow::Result<
 /// refunded or never knew (a second charge, refunded by the reconciler); we hold no success
 /// and no refund the provider does not.
 async fn charges(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
-    let at_provider: HashSet<String> =
-        sqlx::query_scalar("SELECT id FROM charges WHERE status = 'succeeded'")
-            .fetch_all(provider)
-            .await?
-            .into_iter()
-            .collect();
-    let refunded: HashSet<String> = sqlx::query_scalar("SELECT charge_id FROM refunds")
-        .fetch_all(provider)
-        .await?
-        .into_iter()
-        .collect();
+    let at_provider = texts(
+        provider,
+        "SELECT id FROM charges WHERE status = 'succeeded'",
+    )
+    .await?;
+    let refunded = texts(provider, "SELECT charge_id FROM refunds").await?;
     let ours: Vec<(String, String, String)> = sqlx::query_as(
         "SELECT provider_charge_id, status, order_id::text FROM payments
           WHERE provider_charge_id IS NOT NULL AND status IN ('succeeded', 'refund_due', 'refunded')",
@@ -215,12 +210,11 @@ async fn charges(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
 /// What each shopper was told about its payment is what the books say: a 201 is a
 /// succeeded payment of its order, any refusal leaves the order unpaid.
 async fn payment_answers(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
-    let paid: HashSet<String> =
-        sqlx::query_scalar("SELECT order_id::text FROM payments WHERE status = 'succeeded'")
-            .fetch_all(evidence.shop)
-            .await?
-            .into_iter()
-            .collect();
+    let paid = texts(
+        evidence.shop,
+        "SELECT order_id::text FROM payments WHERE status = 'succeeded'",
+    )
+    .await?;
     let mut row = Row::new(PAYMENTS);
     for intent in evidence.intents {
         let (Some(order), status) = (&intent.order_id, intent.payment_status) else {
@@ -242,11 +236,7 @@ async fn payment_answers(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
 /// Every transaction the provider sent a webhook for is in our callbacks once, and we hold
 /// none it did not send.
 async fn webhooks(shop: &PgPool, provider: &PgPool) -> anyhow::Result<Row> {
-    let sent: HashSet<String> = sqlx::query_scalar("SELECT DISTINCT tx_no FROM webhook_deliveries")
-        .fetch_all(provider)
-        .await?
-        .into_iter()
-        .collect();
+    let sent = texts(provider, "SELECT DISTINCT tx_no FROM webhook_deliveries").await?;
     let applied: Vec<String> = sqlx::query_scalar("SELECT provider_tx_no FROM payment_callbacks")
         .fetch_all(shop)
         .await?;
@@ -281,6 +271,12 @@ async fn emails(shop: &PgPool) -> anyhow::Result<Row> {
         row.duplicated += (emails.max(1) - 1) as u64;
     }
     Ok(row)
+}
+
+/// The one text column of `sql`'s rows, as a set.
+async fn texts(db: &PgPool, sql: &str) -> anyhow::Result<HashSet<String>> {
+    let values: Vec<String> = sqlx::query_scalar(sql).fetch_all(db).await?;
+    Ok(values.into_iter().collect())
 }
 
 pub fn print(rows: &[Row]) {
