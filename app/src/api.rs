@@ -8,13 +8,16 @@ use crate::dto::{Cart, Checkout, Order, OrderPage, Product};
 
 #[server(prefix = "/_fn", endpoint = "list_products")]
 pub async fn list_products() -> Result<Vec<Product>, ServerFnError> {
-    Ok(crate::backend::backend()?.products().await?)
+    crate::backend::backend()?.products().await.map_err(failed)
 }
 
 #[server(prefix = "/_fn", endpoint = "get_cart")]
 pub async fn get_cart() -> Result<Cart, ServerFnError> {
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?.cart(session).await?)
+    crate::backend::backend()?
+        .cart(session)
+        .await
+        .map_err(failed)
 }
 
 /// Adds to the cart once per `add_key`: the form carries a key, so a double click (or a
@@ -87,7 +90,10 @@ pub async fn fresh_key() -> Result<String, ServerFnError> {
 #[server(prefix = "/_fn", endpoint = "get_checkout")]
 pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?.checkout(session).await?)
+    crate::backend::backend()?
+        .checkout(session)
+        .await
+        .map_err(failed)
 }
 
 /// The order and a fresh key for paying it; `None` when the order does not exist or
@@ -116,11 +122,17 @@ async fn find_order(id: &str) -> Result<Option<Order>, ServerFnError> {
         return Ok(None);
     };
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?.order(session, id).await?)
+    crate::backend::backend()?
+        .order(session, id)
+        .await
+        .map_err(failed)
 }
 
 #[server(prefix = "/_fn", endpoint = "list_orders")]
 pub async fn list_orders() -> Result<Vec<Order>, ServerFnError> {
     let session = crate::backend::session().await?;
-    Ok(crate::backend::backend()?.orders(session).await?)
+    crate::backend::backend()?
+        .orders(session)
+        .await
+        .map_err(failed)
 }

@@ -47,6 +47,7 @@ impl Application {
         let bus = bus::connect(&config.events, &db).await?;
         let state = AppState {
             bus,
+            readers: db::Readers::new((*db.connect_options()).clone()),
             db,
             leptos: Arc::new(config.leptos.clone()),
             metrics: Arc::default(),

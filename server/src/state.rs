@@ -8,8 +8,8 @@ use leptos::config::LeptosOptions;
 use sqlx::PgPool;
 
 use crate::{
-    bus::Bus, config::Config, faults::Faults, metrics::Metrics, payments::provider::ProviderClient,
-    workers,
+    bus::Bus, config::Config, db::Readers, faults::Faults, metrics::Metrics,
+    payments::provider::ProviderClient, workers,
 };
 
 /// Everything a handler may need. axum clones it for every request, so whatever is more
@@ -17,6 +17,8 @@ use crate::{
 #[derive(Clone, FromRef)]
 pub struct AppState {
     pub db: PgPool,
+    /// For the first read of each idempotent request (`db::Readers`).
+    pub readers: Readers,
     pub config: Arc<Config>,
     #[from_ref(skip)]
     pub leptos: Arc<LeptosOptions>,

@@ -28,6 +28,7 @@ use super::{
     store::{self, Claimed, Existing},
 };
 use crate::{
+    db::Readers,
     error::ApiError,
     faults::{FaultRequest, Faults},
     metrics::Metrics,
@@ -118,6 +119,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestKey {
 #[derive(Clone)]
 pub struct Idempotency {
     pub db: PgPool,
+    pub readers: Readers,
     pub lease: Duration,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
@@ -127,6 +129,7 @@ impl FromRef<AppState> for Idempotency {
     fn from_ref(state: &AppState) -> Self {
         Self {
             db: state.db.clone(),
+            readers: state.readers.clone(),
             lease: state.config.idempotency_lease,
             metrics: state.metrics.clone(),
             faults: state.faults.clone(),
@@ -209,7 +212,7 @@ impl Idempotency {
     /// protocol"). The same read tells whether the session exists: a write never runs for
     /// a session the store does not know, and nothing is stored for it.
     async fn read_first(&self, req: &IdempotentRequest) -> Result<Option<Start>, ApiError> {
-        let first = store::read_first(&self.db, req).await?;
+        let first = store::read_first(&self.readers, req).await?;
         if !first.session_known {
             return Err(ApiError::SessionRequired);
         }

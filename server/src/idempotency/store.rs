@@ -12,6 +12,8 @@ use std::time::Duration;
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
+use crate::db::Readers;
+
 use super::{executor::IdempotentRequest, key::IdempotencyKey, response::StoredResponse};
 
 /// What the table says about a key that someone already holds.
@@ -181,13 +183,19 @@ pub const READ_FIRST: &str = "
 
 /// The one statement a request starts with, without a lock: whether its session exists
 /// (the session store's table, `tower_sessions.session`, read as its own load does) and
-/// what the table holds for its key. A repeat of a known key needs nothing else.
-pub async fn read_first(db: &PgPool, req: &IdempotentRequest) -> Result<FirstRead, sqlx::Error> {
+/// what the table holds for its key. A repeat of a known key needs nothing else. It runs on
+/// a connection of its own (`db::Readers`), which costs no ping as it goes back.
+pub async fn read_first(
+    readers: &Readers,
+    req: &IdempotentRequest,
+) -> Result<FirstRead, sqlx::Error> {
+    let mut reader = readers.acquire().await?;
     let row: FirstReadRow = sqlx::query_as(READ_FIRST)
         .bind(&req.scope)
         .bind(req.key.as_str())
-        .fetch_one(db)
+        .fetch_one(reader.conn())
         .await?;
+    reader.done();
     let key = match (row.route, row.fingerprint, row.state) {
         (Some(route), Some(fingerprint), Some(state)) => Some(KeyRow {
             route,

@@ -18,6 +18,7 @@ mod outages;
 mod outbox;
 mod payment_attempts;
 mod payments;
+mod readers;
 mod reconcile;
 mod reconcile_runs;
 mod repeats;

@@ -1,5 +1,5 @@
 //! After the database drops its connections (a restart), the pool hands out a connection
-//! used within the last second without a ping (server/src/db.rs). The request that meets a
+//! used within the last second without a ping (server/src/db/mod.rs). The request that meets a
 //! dead one answers 503, retryable, never a 500; from then on every connection is checked,
 //! so the retry succeeds.
 

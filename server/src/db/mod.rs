@@ -1,4 +1,9 @@
-//! The shop database: created if missing, migrated at start, shared through one pool.
+//! The shop database: created if missing, migrated at start, shared through one pool (and
+//! a few connections kept aside for the first read of every idempotent request, `readers`).
+
+mod readers;
+
+pub use readers::{Reader, Readers};
 
 use std::{
     str::FromStr,
@@ -42,7 +47,7 @@ pub async fn ensure_database(url: &str) -> anyhow::Result<()> {
 }
 
 /// A connection idle for longer than this is pinged before it is handed out.
-const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
+pub(crate) const PING_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// For this long after a lost connection, every connection is pinged before it is handed
 /// out: its siblings in the pool were most likely lost with it.
 const PING_AFTER_LOSS: Duration = Duration::from_secs(10);
@@ -75,7 +80,7 @@ pub fn note_possible_loss() {
     LAST_LOSS_MS.store(now_ms(), Ordering::Relaxed);
 }
 
-fn lost_one_recently() -> bool {
+pub(crate) fn lost_one_recently() -> bool {
     let last = LAST_LOSS_MS.load(Ordering::Relaxed);
     last != 0 && now_ms() - last < PING_AFTER_LOSS.as_millis() as u64
 }
