@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Product {
     pub sku: String,
     pub name: String,
@@ -78,6 +79,7 @@ pub struct OrderPage {
 /// Where an order is in its life. It only ever moves forward:
 /// `pending_payment → paid → fulfilled`, or `pending_payment → cancelled`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     PendingPayment,
@@ -119,6 +121,7 @@ impl OrderStatus {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct OrderItem {
     pub sku: String,
     pub name: String,
@@ -128,6 +131,7 @@ pub struct OrderItem {
 
 /// An order as the API and the pages show it. Prices and totals come from the database.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Order {
     pub id: uuid::Uuid,
     pub order_no: String,
@@ -147,6 +151,7 @@ pub struct Order {
 
 /// The order entered `status` at `at` (RFC 3339).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct StatusChange {
     pub status: OrderStatus,
     pub at: String,
@@ -155,6 +160,7 @@ pub struct StatusChange {
 /// How a paid order was fulfilled: `shipped` with a shipment number (and a confirmation
 /// email, once queued), or `backordered` when its stock ran out.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Fulfillment {
     pub status: String,
     pub shipment_no: Option<String>,

@@ -1,15 +1,23 @@
 //! The catalog: products with prices and stock, read from the database.
 
-use axum::{extract::State, routing::get, Json, Router};
+use axum::{extract::State, Json};
 use sqlx::PgPool;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{error::ApiError, state::AppState};
 use app::dto::Product;
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/products", get(list))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list))
 }
 
+/// Every product, with its price (in cents) and the stock left
+#[utoipa::path(
+    get,
+    path = "/products",
+    tag = "catalog",
+    responses((status = 200, description = "The catalog, by sku.", body = Vec<Product>)),
+)]
 async fn list(State(db): State<PgPool>) -> Result<Json<Vec<Product>>, ApiError> {
     Ok(Json(all_products(&db).await?))
 }

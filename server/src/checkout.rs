@@ -31,6 +31,7 @@ use axum::{
 };
 use serde::Deserialize;
 use sqlx::PgPool;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     cart,
@@ -41,6 +42,7 @@ use crate::{
         store::{self, Held},
         IdempotencyKey, IdempotentRequest, RequestKey,
     },
+    openapi::IdempotencyKeyHeader,
     orders::{self, NewOrder},
     session::ExistingShopper,
     state::AppState,
@@ -56,8 +58,8 @@ pub fn router() -> Router<AppState> {
 }
 
 /// The hydrated page's route, nested under `/api` (`/api/checkout`).
-pub fn api_router() -> Router<AppState> {
-    Router::new().route("/checkout", post(place_order_api))
+pub fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(place_order_api))
 }
 
 /// Places the order for the session's cart under `key`, which must be the cart's current
@@ -100,6 +102,26 @@ async fn answer_for(
     )
 }
 
+/// Order the session's cart, exactly once per cart
+///
+/// The key is the cart's checkout key (the shop's pages hand it out with the cart); the
+/// order is made from the cart as the server holds it, with the same answers as
+/// `POST /api/orders`. A key the cart has moved past answers with what it holds (its
+/// order, its refusal) or `cart-changed`: a stale tab never orders a cart it did not show.
+#[utoipa::path(
+    post,
+    path = "/checkout",
+    tag = "orders",
+    params(IdempotencyKeyHeader),
+    responses((status = 201, description = "The order made from the cart (or replayed).", body = app::dto::Order,
+        headers(("Location" = String), ("Idempotent-Replayed" = String)))),
+    security(("session" = [])),
+    extensions(("x-problems" = json!([
+        "session-required", "idempotency-key-missing", "idempotency-key-malformed",
+        "idempotency-key-reused", "request-in-progress", "cart-changed", "invalid-cart", "invalid-order",
+        "unknown-sku", "out-of-stock", "mixed-currencies"
+    ]))),
+)]
 async fn place_order_api(
     State(idem): State<Idempotency>,
     State(db): State<PgPool>,

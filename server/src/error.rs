@@ -142,13 +142,17 @@ impl ApiError {
 /// transient outcome (409, any 5xx) leaves the key `failed` or leased, never `completed`,
 /// so the same key runs again (at once, or once the lease ends); definitive ones are
 /// stored and replayed, so repeating them cannot change the answer.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Problem {
+    /// `https://once.example/problems/{name}`, one of the types the API reference lists.
     #[serde(rename = "type")]
     pub problem_type: String,
+    /// The HTTP status's reason phrase.
     pub title: String,
     pub status: u16,
+    /// What went wrong, in words safe to show a shopper.
     pub detail: String,
+    /// Whether the same request with the same Idempotency-Key can still succeed.
     pub retryable: bool,
 }
 

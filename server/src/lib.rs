@@ -1,5 +1,6 @@
 //! The Once server: HTTP API, idempotency, orders, SSR hosting and workers.
 
+pub mod api;
 pub mod bus;
 pub mod callbacks;
 pub mod cart;
@@ -18,6 +19,7 @@ pub mod health;
 pub mod idempotency;
 pub mod mailer;
 pub mod metrics;
+pub mod openapi;
 pub mod operator;
 pub mod orders;
 pub mod outbox;

@@ -16,7 +16,7 @@ use tower_sessions_sqlx_store::PostgresStore;
 
 use crate::error::ApiError;
 
-const COOKIE_NAME: &str = "once_session";
+pub const COOKIE_NAME: &str = "once_session";
 const OPERATOR_COOKIE_NAME: &str = "once_operator";
 const OPENED_AT: &str = "opened_at";
 
@@ -156,8 +156,17 @@ impl<S: Send + Sync> FromRequestParts<S> for NamedShopper {
     }
 }
 
-/// `GET /api/session`: opens the session (the middleware already has) and says so, for API
-/// clients that want their cookie before their first write.
+/// Open a session (`GET /api/session`)
+///
+/// For API clients that want their cookie before their first write: a write without one
+/// is refused (`session-required`). The middleware opened it already; this says so.
+#[utoipa::path(
+    get,
+    path = "/session",
+    tag = "session",
+    responses((status = 200, description = "The session is open; its cookie comes with this answer if it is new.",
+        body = serde_json::Value, example = json!({"session": "open"}))),
+)]
 pub async fn show(shopper: Shopper) -> axum::Json<serde_json::Value> {
     let _ = shopper;
     axum::Json(serde_json::json!({ "session": "open" }))

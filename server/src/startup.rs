@@ -14,9 +14,9 @@ use tower_http::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    bus, callbacks, catalog, checkout, config::Config, db, error, faults::Faults, fulfillment,
-    health, idempotency, metrics, operator, orders, payments, payments::provider::ProviderClient,
-    session, ssr, state::AppState, workers,
+    api, bus, checkout, config::Config, db, faults::Faults, fulfillment, health, idempotency,
+    metrics, openapi, operator, payments::provider::ProviderClient, session, ssr, state::AppState,
+    workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -47,7 +47,10 @@ impl Application {
         let bus = bus::connect(&config.events, &db).await?;
         let state = AppState {
             bus,
-            readers: db::Readers::new((*db.connect_options()).clone()),
+            readers: db::Readers::new(
+                (*db.connect_options()).clone(),
+                config.db_limits.statement_timeout,
+            ),
             db,
             leptos: Arc::new(config.leptos.clone()),
             metrics: Arc::default(),
@@ -110,16 +113,12 @@ impl Application {
 
 async fn router(state: AppState) -> anyhow::Result<Router> {
     let sessions = session::layer(state.db.clone()).await?;
-    let api = Router::new()
-        .route("/session", get(session::show))
-        .merge(catalog::router())
-        .merge(orders::router())
-        .merge(checkout::api_router())
-        .merge(payments::router())
-        .merge(idempotency::status::router())
-        .fallback(error::api_not_found);
-    let shop = Router::new()
-        .nest("/api", api)
+    let api::Documented {
+        shop_api,
+        callbacks,
+        document,
+    } = api::documented();
+    let shop = shop_api
         .merge(checkout::router())
         .merge(fulfillment::email::router())
         .merge(ssr::router(&state))
@@ -130,7 +129,8 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .route("/healthz", get(health::healthz))
         .merge(console)
         .route("/metrics", get(metrics::render))
-        .merge(callbacks::router())
+        .merge(openapi::router(document))
+        .merge(callbacks)
         .merge(state.faults.router())
         .merge(shop)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))

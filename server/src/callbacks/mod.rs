@@ -18,12 +18,12 @@ use axum::{
     body::Bytes,
     extract::{rejection::BytesRejection, FromRef, State},
     http::HeaderMap,
-    routing::post,
-    Json, Router,
+    Json,
 };
 use serde::Deserialize;
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use crate::{
@@ -44,8 +44,8 @@ impl FromRef<AppState> for WebhookSecrets {
     }
 }
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/webhooks/provider", post(receive))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(receive))
 }
 
 /// The envelope every provider event shares. `data` is read only for the kinds we know.
@@ -90,6 +90,26 @@ fn understand(event: &ProviderEvent) -> Event {
     }
 }
 
+/// A provider event (`charge.succeeded`, `charge.failed`), applied once
+///
+/// Sent by the payment provider, not by shops' clients. Deliveries of the same event (its
+/// `tx_no`) after the first answer 200 and change nothing; a 503 asks the provider to retry.
+#[utoipa::path(
+    post,
+    path = "/webhooks/provider",
+    tag = "provider",
+    params(("Once-Signature" = String, Header,
+        description = "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"t.body\">` with a shared secret; within 300 s of now.")),
+    request_body(content = serde_json::Value, description = "The provider's event envelope: `id`, `type`, `tx_no`, `data`.",
+        example = json!({"id": "evt_1", "type": "charge.succeeded", "tx_no": "tx_1",
+            "data": {"charge_id": "ch_1", "amount_cents": 3600, "currency": "EUR", "reference": "<payment id>"}})),
+    responses((status = 200, description = "Recorded; `outcome` says what it did (`applied`, `already_applied`, `ignored`, …).",
+        body = serde_json::Value, example = json!({"received": true, "outcome": "applied"}))),
+    extensions(("x-problems" = json!([
+        "signature-missing", "signature-malformed", "signature-expired", "signature-invalid",
+        "invalid-callback", "payload-too-large"
+    ]))),
+)]
 async fn receive(
     State(db): State<PgPool>,
     State(secrets): State<WebhookSecrets>,

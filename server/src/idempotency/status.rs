@@ -3,29 +3,46 @@
 
 use axum::{
     extract::{Path, State},
-    routing::get,
-    Json, Router,
+    Json,
 };
 use serde::Serialize;
 use sqlx::PgPool;
+use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::key::IdempotencyKey;
 use crate::{error::ApiError, session::Shopper, state::AppState};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/idempotency-keys/{key}", get(show))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(show))
 }
 
-#[derive(Serialize)]
+/// What the table holds for one of the session's keys.
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct KeyStatus {
     pub key: String,
+    /// `processing` (running, or abandoned until its lease ends), `completed` (its answer
+    /// is stored: repeat the request to get it) or `failed` (retry it with the same key).
+    #[schema(example = "completed")]
     pub state: String,
+    /// The stored answer's status, once completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub response_status: Option<i16>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    /// The stored answer's Location, if it had one.
     pub location: Option<String>,
 }
 
+/// The state of a request made with this key, for polling after a 409
+#[utoipa::path(
+    get,
+    path = "/idempotency-keys/{key}",
+    tag = "idempotency",
+    params(("key" = String, Path, description = "An Idempotency-Key this session sent.")),
+    responses((status = 200, description = "The key's state.", body = KeyStatus,
+        example = json!({"key": "8d0f6c1e-6f2a-4a8e-9d59-2f1f6b0f5b11", "state": "completed", "response_status": 201, "location": "/api/orders/5b1e2f0a-3c4d-4e5f-8a9b-0c1d2e3f4a5b"}))),
+    security(("session" = [])),
+    extensions(("x-problems" = json!(["idempotency-key-malformed", "not-found"]))),
+)]
 async fn show(
     State(db): State<PgPool>,
     shopper: Shopper,

@@ -7,19 +7,20 @@ pub mod store;
 use axum::{
     extract::{Path, State},
     response::Response,
-    routing::get,
-    Json, Router,
+    Json,
 };
 use sqlx::PgPool;
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use app::dto::Order;
-pub use new_order::NewOrder;
+pub use new_order::{NewOrder, NewOrderBody};
 
 use crate::{
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
+    openapi::IdempotencyKeyHeader,
     session::{NamedShopper, Shopper},
     state::AppState,
 };
@@ -28,12 +29,43 @@ use crate::{
 /// through (`POST /api/orders` or the no-wasm checkout form).
 pub const CREATE_ORDER: &str = "POST /api/orders";
 
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/orders", get(list).post(create))
-        .route("/orders/{id}", get(show))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(show))
 }
 
+/// Place an order, exactly once per Idempotency-Key
+///
+/// Prices, totals and stock come from the shop, never from the body. Retry with the same
+/// key and the same body until an answer other than 409 or 5xx arrives: the order is made
+/// once, and every repeat gets the same 201 (marked `Idempotent-Replayed: true`).
+#[utoipa::path(
+    post,
+    path = "/orders",
+    tag = "orders",
+    params(IdempotencyKeyHeader),
+    request_body(
+        content = NewOrderBody,
+        example = json!({"items": [{"sku": "MUG-001", "quantity": 2}, {"sku": "PEN-005", "quantity": 1}]})
+    ),
+    responses((
+        status = 201,
+        description = "The order: made by this request, or replayed from the first one that completed with this key.",
+        body = Order,
+        headers(
+            ("Location" = String, description = "The order's address, `/api/orders/{id}`."),
+            ("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key."),
+        ),
+    )),
+    security(("session" = [])),
+    extensions(("x-problems" = json!([
+        "session-required", "idempotency-key-missing", "idempotency-key-malformed",
+        "idempotency-key-reused", "request-in-progress", "unsupported-media-type",
+        "malformed-json", "invalid-body", "invalid-order", "unknown-sku", "out-of-stock",
+        "mixed-currencies", "payload-too-large"
+    ]))),
+)]
 async fn create(
     State(idem): State<Idempotency>,
     shopper: NamedShopper,
@@ -60,10 +92,28 @@ pub async fn create_order(
     .await
 }
 
+/// The session's orders, newest first
+#[utoipa::path(
+    get,
+    path = "/orders",
+    tag = "orders",
+    responses((status = 200, description = "The orders of this session (none for a new one).", body = Vec<Order>)),
+    security(("session" = [])),
+)]
 async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Order>>, ApiError> {
     Ok(Json(store::for_session(&db, &shopper.id).await?))
 }
 
+/// One order of the session, with its status history and fulfillment
+#[utoipa::path(
+    get,
+    path = "/orders/{id}",
+    tag = "orders",
+    params(("id" = Uuid, Path, description = "The order's id, from its Location.")),
+    responses((status = 200, description = "The order as it is now.", body = Order)),
+    security(("session" = [])),
+    extensions(("x-problems" = json!(["not-found"]))),
+)]
 async fn show(
     State(db): State<PgPool>,
     shopper: Shopper,

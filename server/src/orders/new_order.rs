@@ -21,22 +21,28 @@ pub struct NewLine {
     pub quantity: i32,
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /api/orders`, as the API reference shows it.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct Body {
-    items: Vec<BodyLine>,
+pub struct NewOrderBody {
+    /// 1 to 20 lines, each sku once.
+    #[schema(min_items = 1, max_items = 20)]
+    items: Vec<NewOrderLine>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct BodyLine {
+pub struct NewOrderLine {
+    /// A product's sku, from GET /api/products.
+    #[schema(min_length = 1, max_length = 64, example = "MUG-001")]
     sku: String,
+    #[schema(minimum = 1, maximum = 99)]
     quantity: i64,
 }
 
 impl NewOrder {
     pub fn parse(body: &serde_json::Value) -> Result<Self, ApiError> {
-        let body: Body = serde_json::from_value(body.clone()).map_err(|e| {
+        let body: NewOrderBody = serde_json::from_value(body.clone()).map_err(|e| {
             ApiError::bad_request("invalid-body", format!("the order body is not valid: {e}"))
         })?;
         if body.items.is_empty() {

@@ -27,11 +27,11 @@ use std::sync::Arc;
 use axum::{
     extract::{Path, State},
     response::Response,
-    routing::get,
-    Json, Router,
+    Json,
 };
 use serde::Deserialize;
 use sqlx::{PgConnection, PgPool};
+use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
 use crate::{
@@ -39,6 +39,7 @@ use crate::{
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, RequestKey},
+    openapi::IdempotencyKeyHeader,
     session::{ExistingShopper, Shopper},
     state::AppState,
 };
@@ -46,13 +47,18 @@ use provider::ProviderClient;
 use settle::SettleRules;
 use store::{AttemptKey, PaymentView};
 
-pub fn router() -> Router<AppState> {
-    Router::new().route("/orders/{id}/payments", get(list).post(pay))
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(list, pay))
 }
 
-#[derive(Deserialize)]
+/// The body of `POST /api/orders/{id}/payments`. The amount is the order's, never the
+/// client's.
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-struct PayBody {
+pub struct PayBody {
+    /// 12 to 19 digits, spaces allowed; sent to the provider, never stored. The sandbox
+    /// provider declines 4000000000000002 and charges the others.
+    #[schema(example = "4242 4242 4242 4242")]
     card_number: String,
 }
 
@@ -87,6 +93,29 @@ fn pay_operation(order_id: Uuid) -> String {
     format!("POST /api/orders/{order_id}/payments")
 }
 
+/// Pay an order, charged exactly once per Idempotency-Key
+///
+/// The provider is called with a key derived from this payment, so a retry after a lost
+/// answer is replayed by the provider, never charged twice. Retry with the same key on 409
+/// `request-in-progress` and on 5xx; a payment whose outcome is unknown stays pending and
+/// the order shows the result once the provider's callback settles it.
+#[utoipa::path(
+    post,
+    path = "/orders/{id}/payments",
+    tag = "payments",
+    params(("id" = Uuid, Path, description = "The order to pay."), IdempotencyKeyHeader),
+    request_body(content = PayBody, example = json!({"card_number": "4242 4242 4242 4242"})),
+    responses((status = 201, description = "The charge succeeded; the order is paid.", body = PaymentView,
+        headers(("Location" = String), ("Idempotent-Replayed" = String)))),
+    security(("session" = [])),
+    extensions(("x-problems" = json!([
+        "session-required", "idempotency-key-missing", "idempotency-key-malformed",
+        "idempotency-key-reused", "request-in-progress", "payment-in-progress", "not-found",
+        "card-declined", "unsupported-media-type", "malformed-json", "invalid-body",
+        "invalid-card", "order-not-payable", "payment-closed", "payment-not-accepted",
+        "payload-too-large"
+    ]))),
+)]
 async fn pay(
     State(idem): State<Idempotency>,
     State(provider): State<ProviderClient>,
@@ -210,6 +239,16 @@ async fn reply_for(
     })
 }
 
+/// The order's payment attempts, oldest first
+#[utoipa::path(
+    get,
+    path = "/orders/{id}/payments",
+    tag = "payments",
+    params(("id" = Uuid, Path, description = "The order.")),
+    responses((status = 200, description = "Every attempt, with its status.", body = Vec<PaymentView>)),
+    security(("session" = [])),
+    extensions(("x-problems" = json!(["not-found"]))),
+)]
 async fn list(
     State(db): State<PgPool>,
     shopper: Shopper,

@@ -27,7 +27,7 @@ pub struct Attempt {
 }
 
 /// What the API shows of a payment.
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
 pub struct PaymentView {
     pub id: Uuid,
     pub order_id: Uuid,

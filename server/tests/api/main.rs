@@ -12,6 +12,7 @@ mod fulfillment;
 mod helpers;
 mod idempotency;
 mod mailer;
+mod openapi;
 mod operator;
 mod orders;
 mod outages;

@@ -1,0 +1,209 @@
+//! Every problem type the server answers with, and how the reference shows them: each
+//! operation lists the types it can answer (`x-problems` in its `#[utoipa::path]`), and
+//! [`add_problem_responses`] turns that list into responses with an example of each.
+//! A test reads the server's source for every problem name it can send and checks it is
+//! here (tests/api/openapi.rs), so this list cannot fall behind the code.
+
+use std::collections::BTreeMap;
+
+use axum::http::StatusCode;
+use utoipa::openapi::{
+    example::ExampleBuilder, ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder,
+};
+
+use crate::idempotency::outcome;
+
+/// One problem type: `https://once.example/problems/{name}`.
+pub struct ProblemType {
+    pub name: &'static str,
+    pub status: u16,
+    /// What it means and what the client should do, as the reference shows it.
+    pub meaning: &'static str,
+    /// A `detail` the server may send with it.
+    pub example: &'static str,
+}
+
+const fn problem(
+    name: &'static str,
+    status: u16,
+    meaning: &'static str,
+    example: &'static str,
+) -> ProblemType {
+    ProblemType {
+        name,
+        status,
+        meaning,
+        example,
+    }
+}
+
+pub const PROBLEM_TYPES: &[ProblemType] = &[
+    problem("session-required", 400,
+        "The request came without a live session cookie. Open one with GET /api/session and send its cookie; nothing was stored.",
+        "this request needs a session: open one with GET /api/session (or load any page) and send its cookie"),
+    problem("idempotency-key-missing", 400,
+        "A write needs an Idempotency-Key header. Make one per intent (a UUID) and keep it for every retry.",
+        "this route requires an Idempotency-Key header"),
+    problem("idempotency-key-malformed", 400,
+        "The Idempotency-Key is empty, longer than 255 characters, or not visible ASCII.",
+        "the Idempotency-Key may contain only visible ASCII characters"),
+    problem("idempotency-key-reused", 422,
+        "This key was used for a different request (another route or another body). Use a new key for a new intent.",
+        "this Idempotency-Key was used for a different request"),
+    problem("request-in-progress", 409,
+        "A request with this key is still running. Retry the same request with the same key after Retry-After seconds, or poll GET /api/idempotency-keys/{key}.",
+        "a request with this Idempotency-Key is still being processed"),
+    problem("payment-in-progress", 409,
+        "Another payment of this order (another key, perhaps another tab) is still running. Wait and read the order: it shows the result.",
+        "A payment for this order is already in progress, perhaps in another tab. Wait a moment: the order shows the result when it is done."),
+    problem("cart-changed", 422,
+        "The key is not the cart's current checkout key: the cart changed since it was handed out. Read the cart again and check out with its key.",
+        "Your cart changed since this page was shown (perhaps in another tab). Please check it and place the order again."),
+    problem("not-found", 404,
+        "There is no such resource in this session (other sessions' orders and keys are invisible).",
+        "not found"),
+    problem("card-declined", 402,
+        "The provider declined the card. Nothing was charged; pay again with another card and a new key.",
+        "Your card was declined for insufficient funds. Nothing was charged; please try another card. (code: insufficient_funds)"),
+    problem("payload-too-large", 413,
+        "The body is larger than the route accepts.",
+        "the request body is larger than this route accepts"),
+    problem("service-unavailable", 503,
+        "The database or the payment provider is away. Retry the same request with the same key after Retry-After seconds.",
+        "the service is temporarily unavailable"),
+    problem("internal-error", 500,
+        "A failure of ours, logged with the request id. The key stays open: retrying the same request with the same key is safe.",
+        "internal error"),
+    problem("unsupported-media-type", 400,
+        "The body must be sent as application/json.",
+        "send the body as application/json"),
+    problem("malformed-json", 400,
+        "The body is not valid JSON.",
+        "Failed to parse the request body as JSON: EOF while parsing an object at line 1 column 1"),
+    problem("invalid-body", 400,
+        "The JSON does not have the documented shape (a missing or unknown field, a wrong type).",
+        "the order body is not valid: missing field `items`"),
+    problem("invalid-order", 422,
+        "The order breaks a limit: 1 to 20 lines, quantities 1 to 99, each sku once.",
+        "quantity of MUG-001 must be between 1 and 99"),
+    problem("unknown-sku", 422,
+        "An item names a product the shop does not sell.",
+        "there is no product NOPE-1"),
+    problem("out-of-stock", 422,
+        "There is not enough stock for an item.",
+        "Only 3 of Stoneware mug are in stock. Lower the quantity in your cart, then order again."),
+    problem("mixed-currencies", 422,
+        "An order's items must share one currency.",
+        "all items of an order must share one currency"),
+    problem("invalid-cart", 422,
+        "The cart breaks one of its own rules (a product gone from the shop, a quantity out of range).",
+        "A quantity must be between 1 and 99."),
+    problem("invalid-card", 422,
+        "A card number is 12 to 19 digits.",
+        "a card number is 12 to 19 digits"),
+    problem("order-not-payable", 422,
+        "The order is not waiting for a payment (it was paid or cancelled).",
+        "This order is paid already. Nothing more was charged."),
+    problem("payment-closed", 422,
+        "This payment stopped before the provider charged anything. Pay again with a new key.",
+        "this payment stopped before the provider charged anything; please pay again"),
+    problem("payment-not-accepted", 422,
+        "The provider refused the payment request itself; nothing was charged.",
+        "the payment provider did not accept this payment; nothing was charged"),
+    problem("invalid-callback", 400,
+        "A provider callback whose body is not a charge event.",
+        "the callback body is not valid: missing field `type`"),
+    problem("signature-missing", 400,
+        "A provider callback without its signature header.",
+        "the Once-Signature header is missing"),
+    problem("signature-malformed", 400,
+        "A provider callback whose signature header cannot be read.",
+        "the Once-Signature header is malformed"),
+    problem("signature-expired", 401,
+        "A provider callback signed too long ago (a replay).",
+        "the signature's timestamp is more than 300 seconds away from now"),
+    problem("signature-invalid", 401,
+        "A provider callback whose signature matches none of the shared secrets.",
+        "the signature does not match"),
+];
+
+/// Every operation can meet these, whatever it lists.
+const EVERYWHERE: &[&str] = &["service-unavailable", "internal-error"];
+
+pub fn find(name: &str) -> Option<&'static ProblemType> {
+    PROBLEM_TYPES.iter().find(|p| p.name == name)
+}
+
+/// Replaces each operation's `x-problems` list with one response per status, each with an
+/// example per problem type. Panics on a name that is not in [`PROBLEM_TYPES`]: the
+/// document is built by a test, which fails first.
+pub fn add_problem_responses(doc: &mut OpenApi) {
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let operations = [
+            item.get.as_mut(),
+            item.post.as_mut(),
+            item.put.as_mut(),
+            item.patch.as_mut(),
+            item.delete.as_mut(),
+        ];
+        for operation in operations.into_iter().flatten() {
+            let listed = operation
+                .extensions
+                .as_mut()
+                .and_then(|e| e.remove("x-problems"))
+                .unwrap_or_default();
+            let names = listed
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|n| n.as_str())
+                .chain(EVERYWHERE.iter().copied());
+            let mut by_status: BTreeMap<u16, Vec<&ProblemType>> = BTreeMap::new();
+            for name in names {
+                let problem =
+                    find(name).unwrap_or_else(|| panic!("{path}: unknown problem type {name}"));
+                by_status.entry(problem.status).or_default().push(problem);
+            }
+            for (status, problems) in by_status {
+                operation
+                    .responses
+                    .responses
+                    .insert(status.to_string(), RefOr::T(response(status, &problems)));
+            }
+        }
+    }
+}
+
+fn response(status: u16, problems: &[&ProblemType]) -> Response {
+    let description = problems
+        .iter()
+        .map(|p| format!("`{}`: {}", p.name, p.meaning))
+        .collect::<Vec<_>>()
+        .join("\n\n");
+    let examples = problems.iter().map(|p| {
+        let example = ExampleBuilder::new()
+            .summary(p.name)
+            .value(Some(example_body(status, p)))
+            .build();
+        (p.name, example)
+    });
+    let content = ContentBuilder::new()
+        .schema(Some(Ref::from_schema_name("Problem")))
+        .examples_from_iter(examples)
+        .build();
+    ResponseBuilder::new()
+        .description(description)
+        .content("application/problem+json", content)
+        .build()
+}
+
+fn example_body(status: u16, p: &ProblemType) -> serde_json::Value {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    serde_json::json!({
+        "type": format!("https://once.example/problems/{}", p.name),
+        "title": code.canonical_reason().unwrap_or("Error"),
+        "status": status,
+        "detail": p.example,
+        "retryable": !outcome::is_stored(code),
+    })
+}

@@ -1,0 +1,340 @@
+//! The API reference (server/src/openapi/): the document is valid OpenAPI 3.1, lists every
+//! route the server declares and every problem type it can answer, each documented
+//! operation exists, and the reference page works without the internet.
+//!
+//! `openapi-3.1-schema.json` is the OpenAPI Initiative's schema for 3.1 documents
+//! (https://spec.openapis.org/oas/3.1/schema/2022-10-07, Apache-2.0), kept here so the
+//! check runs offline.
+
+use std::{collections::BTreeSet, path::Path};
+
+use regex::Regex;
+use serde_json::Value;
+use server::openapi::problems::PROBLEM_TYPES;
+
+use crate::helpers::*;
+
+/// Routes outside the shop API (each with the routes under it), and why the reference
+/// leaves them out. Any other route the source declares must be in the document.
+const NOT_IN_THE_REFERENCE: &[(&str, &str)] = &[
+    (
+        "/checkout",
+        "the no-wasm form's POST: answers with redirects to pages",
+    ),
+    (
+        "/orders/{id}/email",
+        "an HTML page: the order's confirmation email",
+    ),
+    (
+        "/operator",
+        "the operator console: HTML pages behind their own login",
+    ),
+    ("/healthz", "for load balancers"),
+    ("/metrics", "for Prometheus"),
+    (
+        "/_test",
+        "fault injection, served only when it is switched on (tests)",
+    ),
+];
+
+/// `/` itself is a page (the page-deadline layer's test router declares it).
+fn outside_the_reference(path: &str) -> bool {
+    path == "/"
+        || NOT_IN_THE_REFERENCE
+            .iter()
+            .any(|(p, _)| path == *p || path.starts_with(&format!("{p}/")))
+}
+
+async fn fetch_document(app: &TestApp) -> Value {
+    let response = app
+        .client
+        .get(app.url("/api/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    response.json().await.unwrap()
+}
+
+fn operations(doc: &Value) -> Vec<(String, String, &Value)> {
+    let mut found = Vec::new();
+    for (path, item) in doc["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().unwrap() {
+            found.push((method.clone(), path.clone(), operation));
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_document_is_valid_openapi_3_1() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    let schema: Value =
+        serde_json::from_str(include_str!("openapi-3.1-schema.json")).expect("the schema");
+    let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
+    let errors: Vec<String> = validator
+        .iter_errors(&doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "invalid OpenAPI 3.1: {errors:#?}");
+    // What the schema cannot see: every reference resolves, and every path parameter
+    // is declared.
+    let text = doc.to_string();
+    for reference in Regex::new(r##""\$ref":"#/components/schemas/([^"]+)""##)
+        .unwrap()
+        .captures_iter(&text)
+    {
+        assert!(
+            doc["components"]["schemas"][&reference[1]].is_object(),
+            "dangling $ref {}",
+            &reference[1]
+        );
+    }
+    let parameter = Regex::new(r"\{([^}]+)\}").unwrap();
+    for (method, path, operation) in operations(&doc) {
+        for name in parameter.captures_iter(&path) {
+            let declared = operation["parameters"].as_array().is_some_and(|params| {
+                params
+                    .iter()
+                    .any(|p| p["in"] == "path" && p["name"] == name[1])
+            });
+            assert!(
+                declared,
+                "{method} {path}: path parameter {} is undeclared",
+                &name[1]
+            );
+        }
+    }
+}
+
+/// Every `.route("…")` and `#[utoipa::path(… path = "…")]` in the server's source.
+fn declared_routes() -> BTreeSet<String> {
+    let route = Regex::new(r#"\.(?:route|route_service|nest|nest_service)\(\s*"([^"]*)""#).unwrap();
+    let documented = Regex::new(r#"(?s)#\[utoipa::path\(.*?\bpath = "([^"]+)""#).unwrap();
+    let mut found = BTreeSet::new();
+    for (file, text) in source_files() {
+        for c in route.captures_iter(&text) {
+            found.insert(c[1].to_owned());
+        }
+        if file.ends_with("api.rs") || text.contains("#[utoipa::path") {
+            for c in documented.captures_iter(&text) {
+                found.insert(c[1].to_owned());
+            }
+        }
+    }
+    found
+}
+
+fn source_files() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path.display().to_string(), text));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    files
+}
+
+#[tokio::test]
+async fn every_route_the_server_declares_is_in_the_document() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let documented: BTreeSet<String> = operations(&doc).into_iter().map(|(_, p, _)| p).collect();
+    let declared = declared_routes();
+    assert!(
+        declared.contains("/orders"),
+        "the scan finds routes: {declared:?}"
+    );
+    for path in &declared {
+        let known = documented.contains(path)
+            || documented.contains(&format!("/api{path}"))
+            || path == "/api"
+            || outside_the_reference(path);
+        assert!(known, "the route {path} is not in the API reference");
+    }
+    // And the other way: each documented operation is served, not the API's 404.
+    let client = shopper();
+    app.open_session(&client).await;
+    let order = post_order(&client, &app, Some("doc-order"), MUG_ORDER).await;
+    assert_eq!(order.status(), 201);
+    let order: Value = order.json().await.unwrap();
+    for (method, path, _) in operations(&doc) {
+        let url = app.url(
+            &path
+                .replace("{id}", order["id"].as_str().unwrap())
+                .replace("{key}", "doc-order"),
+        );
+        let request = match method.as_str() {
+            "get" => client.get(url),
+            "post" => client.post(url).json(&serde_json::json!({})),
+            other => panic!("{other} {path}: a method the probe does not know"),
+        };
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap();
+        assert!(
+            status != 404 && status != 405 && status < 500,
+            "{method} {path} is documented but answers {status}: {body}"
+        );
+    }
+}
+
+/// Every problem name the source can send: each `bad_request("…")`, `unprocessable("…")`
+/// and `problem: "…"`, and the fixed names of `ApiError::problem_name`.
+fn problem_names_in_source() -> BTreeSet<String> {
+    let named =
+        Regex::new(r#"(?:bad_request\(|unprocessable\(|problem: )\s*"([a-z]+(?:-[a-z]+)*)""#)
+            .unwrap();
+    let fixed = Regex::new(r#"=> "([a-z]+(?:-[a-z]+)*)""#).unwrap();
+    let mut names = BTreeSet::new();
+    for (file, text) in source_files() {
+        if file.contains("openapi") {
+            continue;
+        }
+        for c in named.captures_iter(&text) {
+            names.insert(c[1].to_owned());
+        }
+        if file.ends_with("error.rs") {
+            let start = text
+                .find("fn problem_name")
+                .expect("ApiError::problem_name");
+            let body = &text[start..];
+            let body = &body[..body[1..].find("\n    pub fn ").unwrap_or(body.len())];
+            for c in fixed.captures_iter(body) {
+                names.insert(c[1].to_owned());
+            }
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn every_problem_type_is_documented_with_an_example() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let in_source = problem_names_in_source();
+    for fixed in [
+        "session-required",
+        "request-in-progress",
+        "invalid-body",
+        "signature-invalid",
+    ] {
+        assert!(
+            in_source.contains(fixed),
+            "the scan finds {fixed}: {in_source:?}"
+        );
+    }
+    let catalogued: BTreeSet<String> = PROBLEM_TYPES.iter().map(|p| p.name.to_owned()).collect();
+    let missing: Vec<_> = in_source.difference(&catalogued).collect();
+    assert!(
+        missing.is_empty(),
+        "problem types the reference lacks: {missing:?}"
+    );
+    let stale: Vec<_> = catalogued.difference(&in_source).collect();
+    assert!(stale.is_empty(), "problem types nothing sends: {stale:?}");
+
+    let mut shown = BTreeSet::new();
+    for (method, path, operation) in operations(&doc) {
+        for (status, response) in operation["responses"].as_object().unwrap() {
+            let Some(content) = response["content"].get("application/problem+json") else {
+                continue;
+            };
+            assert_eq!(content["schema"]["$ref"], "#/components/schemas/Problem");
+            for (name, example) in content["examples"].as_object().unwrap() {
+                let value = &example["value"];
+                assert_eq!(
+                    value["type"],
+                    format!("https://once.example/problems/{name}")
+                );
+                assert_eq!(
+                    value["status"].to_string(),
+                    *status,
+                    "{method} {path} {name}"
+                );
+                shown.insert(name.clone());
+            }
+        }
+    }
+    let unshown: Vec<_> = catalogued.difference(&shown).collect();
+    assert!(
+        unshown.is_empty(),
+        "problem types no operation shows: {unshown:?}"
+    );
+}
+
+#[tokio::test]
+async fn every_write_documents_its_idempotency_key() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let writes: Vec<_> = operations(&doc)
+        .into_iter()
+        .filter(|(method, path, _)| method == "post" && path.starts_with("/api/"))
+        .collect();
+    assert_eq!(writes.len(), 3, "orders, checkout, payments");
+    for (_, path, operation) in writes {
+        let header = operation["parameters"]
+            .as_array()
+            .and_then(|ps| ps.iter().find(|p| p["name"] == "Idempotency-Key"))
+            .unwrap_or_else(|| panic!("POST {path} lacks the Idempotency-Key header"));
+        assert_eq!(header["in"], "header");
+        assert_eq!(header["required"], true);
+        let answers = operation["responses"].as_object().unwrap();
+        for status in ["201", "409", "422"] {
+            assert!(answers.contains_key(status), "POST {path} lacks {status}");
+        }
+        assert_eq!(operation["security"][0]["session"], serde_json::json!([]));
+    }
+}
+
+#[tokio::test]
+async fn the_reference_page_loads_everything_from_the_server() {
+    let app = spawn_app().await;
+    let page = app.client.get(app.url("/api/docs/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.unwrap();
+    assert!(html.contains("swagger-ui"), "{html}");
+    let assets: Vec<String> = Regex::new(r#"(?:src|href)="([^"]+)""#)
+        .unwrap()
+        .captures_iter(&html)
+        .map(|c| c[1].to_owned())
+        .collect();
+    assert!(
+        assets.len() >= 3,
+        "the page's scripts and styles: {assets:?}"
+    );
+    for asset in &assets {
+        assert!(
+            !asset.contains("//"),
+            "{asset} would be fetched from elsewhere"
+        );
+        let url = app.url(&format!("/api/docs/{}", asset.trim_start_matches("./")));
+        let response = app.client.get(&url).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{url}");
+        let body = response.text().await.unwrap();
+        if asset.contains("initializer") {
+            assert!(body.contains("/api/openapi.json"), "{body}");
+            assert!(body.contains(r#""validatorUrl": "none""#), "{body}");
+        }
+    }
+    assert!(
+        assets.iter().any(|a| a.contains("initializer")),
+        "the page is configured: {assets:?}"
+    );
+    // Reading the reference opens no session (nothing is stored for a reader).
+    for path in ["/api/docs/", "/api/openapi.json"] {
+        let response = shopper().get(app.url(path)).send().await.unwrap();
+        assert!(response.headers().get("set-cookie").is_none(), "{path}");
+    }
+}
