@@ -144,7 +144,7 @@ pub struct Order {
     /// Set once the order has been handled by fulfillment: shipped or backordered.
     #[serde(default)]
     pub fulfillment: Option<Fulfillment>,
-    /// Every status the order has had, oldest first (on a single order only).
+    /// Every status the order has had, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<StatusChange>,
 }
@@ -162,6 +162,7 @@ pub struct StatusChange {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
 pub struct Fulfillment {
+    /// `shipped` or `backordered`.
     pub status: String,
     pub shipment_no: Option<String>,
     /// Where the shopper can read the confirmation email.

@@ -33,7 +33,7 @@ pub enum CartError {
 }
 
 /// The session's cart, priced from the catalog now, with what is in stock now.
-pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, CartError> {
+pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, sqlx::Error> {
     let lines: Vec<(String, String, i32, i64, String, i32)> = sqlx::query_as(
         "SELECT l.sku, p.name, l.quantity, p.price_cents, p.currency, p.stock
            FROM cart_lines l JOIN products p ON p.sku = l.sku
@@ -109,7 +109,7 @@ pub async fn add(
     .await?;
     if first.rows_affected() == 0 {
         drop(tx);
-        return read(db, session_id).await;
+        return Ok(read(db, session_id).await?);
     }
     start_new_intent(&mut tx, session_id).await?;
     let lines: i64 =
@@ -137,7 +137,7 @@ pub async fn add(
         return Err(CartError::UnknownSku(sku.to_owned()));
     }
     tx.commit().await?;
-    read(db, session_id).await
+    Ok(read(db, session_id).await?)
 }
 
 /// A change to a line already in the cart. Both are idempotent (a quantity is set, not
@@ -164,7 +164,7 @@ pub async fn change_line(
     if lock_key(&mut tx, session_id).await?.is_none() {
         return match change {
             LineChange::SetQuantity(_) => Err(CartError::NotInCart),
-            LineChange::Remove => read(db, session_id).await,
+            LineChange::Remove => Ok(read(db, session_id).await?),
         };
     }
     let changed = match change {
@@ -192,7 +192,7 @@ pub async fn change_line(
         return Err(CartError::NotInCart);
     }
     tx.commit().await?;
-    read(db, session_id).await
+    Ok(read(db, session_id).await?)
 }
 
 async fn has_line(tx: &mut PgConnection, session_id: &str, sku: &str) -> Result<bool, sqlx::Error> {
@@ -330,13 +330,4 @@ pub async fn end_intent(
 
 pub fn fresh_key() -> String {
     Uuid::new_v4().to_string()
-}
-
-impl From<CartError> for crate::error::ApiError {
-    fn from(e: CartError) -> Self {
-        match e {
-            CartError::Storage(e) => e.into(),
-            other => Self::unprocessable("invalid-cart", other.to_string()),
-        }
-    }
 }

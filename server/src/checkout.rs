@@ -102,24 +102,29 @@ async fn answer_for(
     )
 }
 
-/// Order the session's cart, exactly once per cart
+/// Order the session's cart, exactly once per cart (for the shop's own pages)
 ///
-/// The key is the cart's checkout key (the shop's pages hand it out with the cart); the
-/// order is made from the cart as the server holds it, with the same answers as
-/// `POST /api/orders`. A key the cart has moved past answers with what it holds (its
-/// order, its refusal) or `cart-changed`: a stale tab never orders a cart it did not show.
+/// The key must be the cart's checkout key, which the shop's pages receive with the cart
+/// (the cart is kept through the pages, not this API); any other key answers 422
+/// `cart-changed`. API clients place orders with `POST /api/orders`. The order is made
+/// from the cart as the server holds it, with the same answers as `POST /api/orders`; a
+/// key the cart has moved past answers with what it holds (its order, its refusal), so a
+/// stale tab never orders a cart it did not show.
 #[utoipa::path(
     post,
     path = "/checkout",
     tag = "orders",
     params(IdempotencyKeyHeader),
     responses((status = 201, description = "The order made from the cart (or replayed).", body = app::dto::Order,
-        headers(("Location" = String), ("Idempotent-Replayed" = String)))),
+        headers(
+            ("Location" = String, description = "The order's address, `/api/orders/{id}`."),
+            ("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key."),
+        ))),
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "session-required", "idempotency-key-missing", "idempotency-key-malformed",
-        "idempotency-key-reused", "request-in-progress", "cart-changed", "invalid-cart", "invalid-order",
-        "unknown-sku", "out-of-stock", "mixed-currencies"
+        "idempotency-key-reused", "request-in-progress", "cart-changed", "invalid-order", "out-of-stock",
+        "mixed-currencies"
     ]))),
 )]
 async fn place_order_api(

@@ -164,7 +164,8 @@ impl<S: Send + Sync> FromRequestParts<S> for NamedShopper {
     get,
     path = "/session",
     tag = "session",
-    responses((status = 200, description = "The session is open; its cookie comes with this answer if it is new.",
+    responses((status = 200, description = "The session is open.",
+        headers(("Set-Cookie" = String, description = "`once_session=…`, when the request came without a live session.")),
         body = serde_json::Value, example = json!({"session": "open"}))),
 )]
 pub async fn show(shopper: Shopper) -> axum::Json<serde_json::Value> {

@@ -49,7 +49,7 @@ impl ShopBackend for ServerBackend {
     fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
             let id = open_session_id(&session).await?;
-            cart::read(&self.db, &id).await.map_err(shown)
+            cart::read(&self.db, &id).await.map_err(storage)
         })
     }
 
@@ -93,7 +93,7 @@ impl ShopBackend for ServerBackend {
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>> {
         Box::pin(async move {
             let id = open_session_id(&session).await?;
-            let cart = cart::read(&self.db, &id).await.map_err(shown)?;
+            let cart = cart::read(&self.db, &id).await.map_err(storage)?;
             let key = cart::checkout_key(&self.db, &id).await.map_err(shown)?;
             Ok(Checkout {
                 cart,

@@ -40,7 +40,7 @@ pub struct KeyStatus {
     params(("key" = String, Path, description = "An Idempotency-Key this session sent.")),
     responses((status = 200, description = "The key's state.", body = KeyStatus,
         example = json!({"key": "8d0f6c1e-6f2a-4a8e-9d59-2f1f6b0f5b11", "state": "completed", "response_status": 201, "location": "/api/orders/5b1e2f0a-3c4d-4e5f-8a9b-0c1d2e3f4a5b"}))),
-    security(("session" = [])),
+    security((), ("session" = [])),
     extensions(("x-problems" = json!(["idempotency-key-malformed", "not-found"]))),
 )]
 async fn show(

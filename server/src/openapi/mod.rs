@@ -28,8 +28,9 @@ pub struct IdempotencyKeyHeader(
     /// One key per intent, made by the client (a UUID is ideal), 1 to 255 visible ASCII
     /// characters, scoped to the session. Send the same key with every retry of the same
     /// request: the first completed answer is stored for 24 hours and replayed, marked
-    /// `Idempotent-Replayed: true`. The same key with another body answers 422
+    /// `Idempotent-Replayed: true`. The same key with another valid body answers 422
     /// `idempotency-key-reused`; while the first request runs, 409 `request-in-progress`.
+    /// A request refused for its own form (a bad body, no session) leaves the key unused.
     #[allow(dead_code)]
     String,
 );

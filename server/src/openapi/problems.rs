@@ -8,7 +8,11 @@ use std::collections::BTreeMap;
 
 use axum::http::StatusCode;
 use utoipa::openapi::{
-    example::ExampleBuilder, ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder,
+    example::ExampleBuilder,
+    header::{Header, HeaderBuilder},
+    path::Operation,
+    schema::{Object, ObjectBuilder, Type},
+    ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder,
 };
 
 use crate::idempotency::outcome;
@@ -64,7 +68,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         "not found"),
     problem("card-declined", 402,
         "The provider declined the card. Nothing was charged; pay again with another card and a new key.",
-        "Your card was declined for insufficient funds. Nothing was charged; please try another card. (code: insufficient_funds)"),
+        "Your card was declined. Nothing was charged; please try another card. (code: card_declined)"),
     problem("payload-too-large", 413,
         "The body is larger than the route accepts.",
         "the request body is larger than this route accepts"),
@@ -95,9 +99,6 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("mixed-currencies", 422,
         "An order's items must share one currency.",
         "all items of an order must share one currency"),
-    problem("invalid-cart", 422,
-        "The cart breaks one of its own rules (a product gone from the shop, a quantity out of range).",
-        "A quantity must be between 1 and 99."),
     problem("invalid-card", 422,
         "A card number is 12 to 19 digits.",
         "a card number is 12 to 19 digits"),
@@ -147,6 +148,7 @@ pub fn add_problem_responses(doc: &mut OpenApi) {
             item.delete.as_mut(),
         ];
         for operation in operations.into_iter().flatten() {
+            let keyed = takes_a_key(operation);
             let listed = operation
                 .extensions
                 .as_mut()
@@ -165,16 +167,25 @@ pub fn add_problem_responses(doc: &mut OpenApi) {
                 by_status.entry(problem.status).or_default().push(problem);
             }
             for (status, problems) in by_status {
-                operation
-                    .responses
-                    .responses
-                    .insert(status.to_string(), RefOr::T(response(status, &problems)));
+                operation.responses.responses.insert(
+                    status.to_string(),
+                    RefOr::T(response(status, &problems, keyed)),
+                );
             }
         }
     }
 }
 
-fn response(status: u16, problems: &[&ProblemType]) -> Response {
+fn takes_a_key(operation: &Operation) -> bool {
+    operation.parameters.iter().flatten().any(|p| match p {
+        RefOr::T(p) => p.name == "Idempotency-Key",
+        RefOr::Ref(_) => false,
+    })
+}
+
+/// The answer for `problems`, which share `status`. A retryable one carries Retry-After; on
+/// an operation that takes a key, a stored one may be the replay of an earlier request.
+fn response(status: u16, problems: &[&ProblemType], keyed: bool) -> Response {
     let description = problems
         .iter()
         .map(|p| format!("`{}`: {}", p.name, p.meaning))
@@ -191,14 +202,51 @@ fn response(status: u16, problems: &[&ProblemType]) -> Response {
         .schema(Some(Ref::from_schema_name("Problem")))
         .examples_from_iter(examples)
         .build();
-    ResponseBuilder::new()
+    let retryable = !outcome::is_stored(code(status));
+    let mut response = ResponseBuilder::new()
         .description(description)
-        .content("application/problem+json", content)
+        .content("application/problem+json", content);
+    if retryable {
+        response = response.header(
+            "Retry-After",
+            header(
+                integer(),
+                "Seconds to wait before sending the same request again.",
+            ),
+        );
+    } else if keyed {
+        response = response.header(
+            "Idempotent-Replayed",
+            header(
+                string(),
+                "`true` when this is the stored answer of an earlier request with the same key.",
+            ),
+        );
+    }
+    response.build()
+}
+
+fn code(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+fn header(schema: Object, description: &str) -> Header {
+    HeaderBuilder::new()
+        .schema(Some(schema))
+        .description(Some(description))
         .build()
 }
 
+fn integer() -> Object {
+    ObjectBuilder::new().schema_type(Type::Integer).build()
+}
+
+fn string() -> Object {
+    ObjectBuilder::new().schema_type(Type::String).build()
+}
+
 fn example_body(status: u16, p: &ProblemType) -> serde_json::Value {
-    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let code = code(status);
     serde_json::json!({
         "type": format!("https://once.example/problems/{}", p.name),
         "title": code.canonical_reason().unwrap_or("Error"),

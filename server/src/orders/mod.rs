@@ -98,7 +98,7 @@ pub async fn create_order(
     path = "/orders",
     tag = "orders",
     responses((status = 200, description = "The orders of this session (none for a new one).", body = Vec<Order>)),
-    security(("session" = [])),
+    security((), ("session" = [])),
 )]
 async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Order>>, ApiError> {
     Ok(Json(store::for_session(&db, &shopper.id).await?))
@@ -111,7 +111,7 @@ async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Ord
     tag = "orders",
     params(("id" = Uuid, Path, description = "The order's id, from its Location.")),
     responses((status = 200, description = "The order as it is now.", body = Order)),
-    security(("session" = [])),
+    security((), ("session" = [])),
     extensions(("x-problems" = json!(["not-found"]))),
 )]
 async fn show(

@@ -106,7 +106,10 @@ fn pay_operation(order_id: Uuid) -> String {
     params(("id" = Uuid, Path, description = "The order to pay."), IdempotencyKeyHeader),
     request_body(content = PayBody, example = json!({"card_number": "4242 4242 4242 4242"})),
     responses((status = 201, description = "The charge succeeded; the order is paid.", body = PaymentView,
-        headers(("Location" = String), ("Idempotent-Replayed" = String)))),
+        headers(
+            ("Location" = String, description = "The order's payments, `/api/orders/{id}/payments`."),
+            ("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key."),
+        ))),
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "session-required", "idempotency-key-missing", "idempotency-key-malformed",
@@ -246,7 +249,7 @@ async fn reply_for(
     tag = "payments",
     params(("id" = Uuid, Path, description = "The order.")),
     responses((status = 200, description = "Every attempt, with its status.", body = Vec<PaymentView>)),
-    security(("session" = [])),
+    security((), ("session" = [])),
     extensions(("x-problems" = json!(["not-found"]))),
 )]
 async fn list(

@@ -31,6 +31,9 @@ pub struct Attempt {
 pub struct PaymentView {
     pub id: Uuid,
     pub order_id: Uuid,
+    /// `pending` (the provider's answer is not known yet), `succeeded`, `failed`, or
+    /// `refund_due` / `refunded` (charged for an order that could not take it).
+    #[schema(example = "succeeded")]
     pub status: String,
     pub amount_cents: i64,
     pub currency: String,
