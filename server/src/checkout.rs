@@ -123,7 +123,7 @@ async fn answer_for(
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "session-required", "idempotency-key-missing", "idempotency-key-malformed",
-        "idempotency-key-reused", "request-in-progress", "cart-changed", "invalid-order", "out-of-stock",
+        "idempotency-key-reused", "request-in-progress", "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
         "mixed-currencies"
     ]))),
 )]

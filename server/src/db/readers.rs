@@ -141,6 +141,13 @@ impl Readers {
 }
 
 impl Reader {
+    /// How long a statement on this reader may take before the caller stops waiting: the
+    /// statement timeout plus a margin, so a database that vanished without a reset (no
+    /// answer, no error) cannot hold a reader, and a request, forever.
+    pub fn answer_within(&self) -> Duration {
+        self.inner.settle_within
+    }
+
     pub fn conn(&mut self) -> &mut PgConnection {
         self.conn
             .as_mut()
@@ -164,7 +171,7 @@ impl Drop for Reader {
             return;
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return; // shutting down: the connection closes with the process
+            return; // outside any runtime (never in the server): closed at once
         };
         let inner = self.inner.clone();
         runtime.spawn(async move {

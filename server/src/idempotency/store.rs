@@ -190,11 +190,14 @@ pub async fn read_first(
     req: &IdempotentRequest,
 ) -> Result<FirstRead, sqlx::Error> {
     let mut reader = readers.acquire().await?;
-    let row: FirstReadRow = sqlx::query_as(READ_FIRST)
+    let within = reader.answer_within();
+    let read = sqlx::query_as(READ_FIRST)
         .bind(&req.scope)
         .bind(req.key.as_str())
-        .fetch_one(reader.conn())
-        .await?;
+        .fetch_one(reader.conn());
+    let row: FirstReadRow = tokio::time::timeout(within, read)
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)??;
     reader.done();
     let key = match (row.route, row.fingerprint, row.state) {
         (Some(route), Some(fingerprint), Some(state)) => Some(KeyRow {

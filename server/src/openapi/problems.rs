@@ -128,6 +128,20 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
         "the signature does not match"),
 ];
 
+/// Refused for the request's own form, before the executor reads the key: never stored,
+/// so never a replay.
+const REFUSED_BEFORE_THE_KEY: &[&str] = &[
+    "session-required",
+    "idempotency-key-missing",
+    "idempotency-key-malformed",
+    "unsupported-media-type",
+    "malformed-json",
+    "invalid-body",
+    "invalid-order",
+    "invalid-card",
+    "payload-too-large",
+];
+
 /// Every operation can meet these, whatever it lists.
 const EVERYWHERE: &[&str] = &["service-unavailable", "internal-error"];
 
@@ -214,7 +228,11 @@ fn response(status: u16, problems: &[&ProblemType], keyed: bool) -> Response {
                 "Seconds to wait before sending the same request again.",
             ),
         );
-    } else if keyed {
+    } else if keyed
+        && problems
+            .iter()
+            .any(|p| !REFUSED_BEFORE_THE_KEY.contains(&p.name))
+    {
         response = response.header(
             "Idempotent-Replayed",
             header(
