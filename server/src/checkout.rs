@@ -118,12 +118,10 @@ async fn answer_for(
     responses((status = 201, description = "The order made from the cart (or replayed).", body = app::dto::Order,
         headers(
             ("Location" = String, description = "The order's address, `/api/orders/{id}`."),
-            ("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key."),
         ))),
     security(("session" = [])),
     extensions(("x-problems" = json!([
-        "session-required", "idempotency-key-missing", "idempotency-key-malformed",
-        "idempotency-key-reused", "request-in-progress", "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
+        "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
         "mixed-currencies"
     ]))),
 )]

@@ -142,6 +142,18 @@ const REFUSED_BEFORE_THE_KEY: &[&str] = &[
     "payload-too-large",
 ];
 
+/// Every operation that takes an Idempotency-Key can answer these too.
+const EVERY_KEYED_WRITE: &[&str] = &[
+    "session-required",
+    "idempotency-key-missing",
+    "idempotency-key-malformed",
+    "idempotency-key-reused",
+    "request-in-progress",
+];
+
+const REPLAYED: &str =
+    "`true` when this is the stored answer of an earlier request with the same key.";
+
 /// Every operation can meet these, whatever it lists.
 const EVERYWHERE: &[&str] = &["service-unavailable", "internal-error"];
 
@@ -168,11 +180,15 @@ pub fn add_problem_responses(doc: &mut OpenApi) {
                 .as_mut()
                 .and_then(|e| e.remove("x-problems"))
                 .unwrap_or_default();
-            let names = listed
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|n| n.as_str())
+            let keyed_names = EVERY_KEYED_WRITE.iter().copied().filter(|_| keyed);
+            let names = keyed_names
+                .chain(
+                    listed
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|n| n.as_str()),
+                )
                 .chain(EVERYWHERE.iter().copied());
             let mut by_status: BTreeMap<u16, Vec<&ProblemType>> = BTreeMap::new();
             for name in names {
@@ -180,12 +196,27 @@ pub fn add_problem_responses(doc: &mut OpenApi) {
                     find(name).unwrap_or_else(|| panic!("{path}: unknown problem type {name}"));
                 by_status.entry(problem.status).or_default().push(problem);
             }
+            if keyed {
+                mark_replays(operation);
+            }
             for (status, problems) in by_status {
                 operation.responses.responses.insert(
                     status.to_string(),
                     RefOr::T(response(status, &problems, keyed)),
                 );
             }
+        }
+    }
+}
+
+/// A keyed operation's success may be a replay too.
+fn mark_replays(operation: &mut Operation) {
+    for (_, answer) in operation.responses.responses.iter_mut() {
+        if let RefOr::T(answer) = answer {
+            answer.headers.insert(
+                "Idempotent-Replayed".into(),
+                RefOr::T(header(string(), REPLAYED)),
+            );
         }
     }
 }
@@ -233,13 +264,7 @@ fn response(status: u16, problems: &[&ProblemType], keyed: bool) -> Response {
             .iter()
             .any(|p| !REFUSED_BEFORE_THE_KEY.contains(&p.name))
     {
-        response = response.header(
-            "Idempotent-Replayed",
-            header(
-                string(),
-                "`true` when this is the stored answer of an earlier request with the same key.",
-            ),
-        );
+        response = response.header("Idempotent-Replayed", header(string(), REPLAYED));
     }
     response.build()
 }

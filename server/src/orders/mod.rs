@@ -55,13 +55,11 @@ pub fn router() -> OpenApiRouter<AppState> {
         body = Order,
         headers(
             ("Location" = String, description = "The order's address, `/api/orders/{id}`."),
-            ("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key."),
         ),
     )),
     security(("session" = [])),
     extensions(("x-problems" = json!([
-        "session-required", "idempotency-key-missing", "idempotency-key-malformed",
-        "idempotency-key-reused", "request-in-progress", "unsupported-media-type",
+        "unsupported-media-type",
         "malformed-json", "invalid-body", "invalid-order", "unknown-sku", "out-of-stock",
         "mixed-currencies", "payload-too-large"
     ]))),

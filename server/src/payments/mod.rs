@@ -108,12 +108,10 @@ fn pay_operation(order_id: Uuid) -> String {
     responses((status = 201, description = "The charge succeeded; the order is paid.", body = PaymentView,
         headers(
             ("Location" = String, description = "The order's payments, `/api/orders/{id}/payments`."),
-            ("Idempotent-Replayed" = String, description = "`true` when this is the stored answer of an earlier request with the same key."),
         ))),
     security(("session" = [])),
     extensions(("x-problems" = json!([
-        "session-required", "idempotency-key-missing", "idempotency-key-malformed",
-        "idempotency-key-reused", "request-in-progress", "payment-in-progress", "not-found",
+        "payment-in-progress", "not-found",
         "card-declined", "unsupported-media-type", "malformed-json", "invalid-body",
         "invalid-card", "order-not-payable", "payment-closed", "payment-not-accepted",
         "payload-too-large"
