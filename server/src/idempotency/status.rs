@@ -61,17 +61,19 @@ pub async fn lookup(
     scope: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyStatus>, sqlx::Error> {
-    let row: Option<(String, Option<i16>, Option<serde_json::Value>)> = sqlx::query_as(
+    let row = sqlx::query!(
         "SELECT state, response_status, response_headers FROM idempotency_keys WHERE scope = $1 AND key = $2",
+        scope,
+        key.as_str()
     )
-    .bind(scope)
-    .bind(key.as_str())
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|(state, response_status, headers)| KeyStatus {
+    Ok(row.map(|row| KeyStatus {
         key: key.to_string(),
-        state,
-        response_status,
-        location: headers.and_then(|h| h["location"].as_str().map(str::to_owned)),
+        state: row.state,
+        response_status: row.response_status,
+        location: row
+            .response_headers
+            .and_then(|h| h["location"].as_str().map(str::to_owned)),
     }))
 }

@@ -44,17 +44,17 @@ pub async fn claim(
 ) -> Result<Claimed, sqlx::Error> {
     let token = Uuid::new_v4();
     let lease_ms = lease.as_millis() as i64;
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
-         VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6 * interval '1 millisecond')
+         VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
          ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
+        &req.scope,
+        req.key.as_str(),
+        &req.operation,
+        req.fingerprint.as_str(),
+        token,
+        lease_ms
     )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
-    .bind(&req.operation)
-    .bind(req.fingerprint.as_str())
-    .bind(token)
-    .bind(lease_ms)
     .execute(db)
     .await?;
     if inserted.rows_affected() == 1 {
@@ -63,20 +63,20 @@ pub async fn claim(
 
     // Retry after a failure, or take over a lease whose holder went silent. The fingerprint
     // condition makes sure a different request can never take a key over.
-    let reclaimed: Option<String> = sqlx::query_scalar(
-        "UPDATE idempotency_keys k
-            SET state = 'processing', lease_token = $4, finished_at = NULL,
-                locked_until = now() + $5 * interval '1 millisecond'
-           FROM (SELECT state FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE) previous
-          WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = $3
-            AND (k.state = 'failed' OR (k.state = 'processing' AND k.locked_until < now()))
-      RETURNING previous.state",
+    let reclaimed = sqlx::query_scalar!(
+        r#"UPDATE idempotency_keys k
+              SET state = 'processing', lease_token = $4, finished_at = NULL,
+                  locked_until = now() + $5::bigint * interval '1 millisecond'
+             FROM (SELECT state FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE) previous
+            WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = $3
+              AND (k.state = 'failed' OR (k.state = 'processing' AND k.locked_until < now()))
+        RETURNING previous.state AS "previous!""#,
+        &req.scope,
+        req.key.as_str(),
+        req.fingerprint.as_str(),
+        token,
+        lease_ms
     )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
-    .bind(req.fingerprint.as_str())
-    .bind(token)
-    .bind(lease_ms)
     .fetch_optional(db)
     .await?;
     if let Some(previous) = reclaimed {
@@ -88,7 +88,6 @@ pub async fn claim(
     Ok(Claimed::Existing(existing(db, req).await?))
 }
 
-#[derive(sqlx::FromRow)]
 struct KeyRow {
     route: String,
     fingerprint: String,
@@ -122,13 +121,14 @@ async fn key_row(
     scope: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT route, fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
-                response_status, response_headers, response_body
-           FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    sqlx::query_as!(
+        KeyRow,
+        r#"SELECT route, fingerprint, state, coalesce(locked_until > now(), false) AS "lease_valid!",
+                  response_status, response_headers, response_body
+             FROM idempotency_keys WHERE scope = $1 AND key = $2"#,
+        scope,
+        key.as_str()
     )
-    .bind(scope)
-    .bind(key.as_str())
     .fetch_optional(db)
     .await
 }
@@ -160,7 +160,6 @@ pub struct FirstRead {
     pub existing: Existing,
 }
 
-#[derive(sqlx::FromRow)]
 struct FirstReadRow {
     session_known: bool,
     route: Option<String>,
@@ -172,30 +171,32 @@ struct FirstReadRow {
     response_body: Option<Vec<u8>>,
 }
 
-/// `read_first`'s statement ($1 the scope, $2 the key); public for the benchmark's floor.
-pub const READ_FIRST: &str = "
-    SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
-                    WHERE s.id = $1 AND s.expiry_date > now()) AS session_known,
-           k.route, k.fingerprint, k.state, coalesce(k.locked_until > now(), false) AS lease_valid,
-           k.response_status, k.response_headers, k.response_body
-      FROM (VALUES (1)) AS one (n)
-      LEFT JOIN idempotency_keys k ON k.scope = $1 AND k.key = $2";
-
 /// The one statement a request starts with, without a lock: whether its session exists
 /// (the session store's table, `tower_sessions.session`, read as its own load does) and
 /// what the table holds for its key. A repeat of a known key needs nothing else. It runs on
-/// a connection of its own (`db::Readers`), which costs no ping as it goes back.
+/// a connection of its own (`db::Readers`), which costs no ping as it goes back. (The
+/// benchmark's floor, `examples/bare.rs`, and `scripts/bench.d` run the same statement.)
 pub async fn read_first(
     readers: &Readers,
     req: &IdempotentRequest,
 ) -> Result<FirstRead, sqlx::Error> {
     let mut reader = readers.acquire().await?;
     let within = reader.answer_within();
-    let read = sqlx::query_as(READ_FIRST)
-        .bind(&req.scope)
-        .bind(req.key.as_str())
-        .fetch_one(reader.conn());
-    let row: FirstReadRow = tokio::time::timeout(within, read)
+    let read = sqlx::query_as!(
+        FirstReadRow,
+        r#"SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
+                           WHERE s.id = $1 AND s.expiry_date > now()) AS "session_known!",
+                  k.route AS "route?", k.fingerprint AS "fingerprint?", k.state AS "state?",
+                  coalesce(k.locked_until > now(), false) AS "lease_valid!",
+                  k.response_status AS "response_status?", k.response_headers AS "response_headers?",
+                  k.response_body AS "response_body?"
+             FROM (VALUES (1)) AS one (n)
+             LEFT JOIN idempotency_keys k ON k.scope = $1 AND k.key = $2"#,
+        &req.scope,
+        req.key.as_str()
+    )
+    .fetch_one(reader.conn());
+    let row = tokio::time::timeout(within, read)
         .await
         .map_err(|_| sqlx::Error::PoolTimedOut)??;
     reader.done();
@@ -251,18 +252,18 @@ pub async fn complete<'e>(
     lease: Uuid,
     response: &StoredResponse,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
+    let updated = sqlx::query!(
         "UPDATE idempotency_keys
             SET state = 'completed', response_status = $4, response_headers = $5, response_body = $6,
                 completed_at = now(), finished_at = now(), locked_until = NULL
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
+        &req.scope,
+        req.key.as_str(),
+        lease,
+        response.status as i16,
+        response.headers_json(),
+        &response.body
     )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
-    .bind(lease)
-    .bind(response.status as i16)
-    .bind(response.headers_json())
-    .bind(&response.body)
     .execute(tx)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -275,14 +276,14 @@ pub async fn renew(
     lease: Uuid,
     length: Duration,
 ) -> Result<bool, sqlx::Error> {
-    let renewed = sqlx::query(
-        "UPDATE idempotency_keys SET locked_until = now() + $4 * interval '1 millisecond'
+    let renewed = sqlx::query!(
+        "UPDATE idempotency_keys SET locked_until = now() + $4::bigint * interval '1 millisecond'
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
+        &req.scope,
+        req.key.as_str(),
+        lease,
+        length.as_millis() as i64
     )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
-    .bind(lease)
-    .bind(length.as_millis() as i64)
     .execute(db)
     .await?;
     Ok(renewed.rows_affected() == 1)
@@ -292,13 +293,13 @@ pub async fn renew(
 /// completion: a stale holder that fails after a takeover must not reopen the key while
 /// the new holder is still working.
 pub async fn fail(db: &PgPool, req: &IdempotentRequest, lease: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE idempotency_keys SET state = 'failed', locked_until = NULL, finished_at = now()
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
+        &req.scope,
+        req.key.as_str(),
+        lease
     )
-    .bind(&req.scope)
-    .bind(req.key.as_str())
-    .bind(lease)
     .execute(db)
     .await?;
     Ok(())

@@ -19,7 +19,7 @@ pub use new_order::{NewOrder, NewOrderBody};
 use crate::{
     error::ApiError,
     extract::ApiJson,
-    idempotency::{self, executor::Idempotency, RequestKey},
+    idempotency::{self, executor::Idempotency, Reply, RequestKey},
     openapi::IdempotencyKeyHeader,
     session::{NamedShopper, Shopper},
     state::AppState,
@@ -84,10 +84,45 @@ pub async fn create_order(
 ) -> Response {
     let session_id = request.scope.clone();
     let key = request.key.to_string();
-    idempotency::execute(idem, request, move |db| {
-        store::create_in_new_tx(db, session_id, key, new_order, door)
+    idempotency::execute(idem, request, move |db| async move {
+        let (tx, outcome) = store::create_in_new_tx(db, session_id, key, new_order, door).await?;
+        Ok((tx, reply(outcome)?))
     })
     .await
+}
+
+/// The answer an order attempt stores and sends: 201 with the order and its `Location`, or
+/// the refusal as a problem (a 422, stored and replayed like the order would be).
+fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
+    match outcome {
+        store::Outcome::Created(order) => {
+            Reply::created(format!("/api/orders/{}", order.id), &order)
+        }
+        store::Outcome::Refused(refusal) => Ok(Reply::refusal(&refused(refusal))),
+    }
+}
+
+/// What the shopper reads when the shop refuses an order: the product by name, and what
+/// to do about it.
+fn refused(refusal: store::Refusal) -> ApiError {
+    match refusal {
+        store::Refusal::UnknownSku(sku) => {
+            ApiError::unprocessable("unknown-sku", format!("there is no product {sku}"))
+        }
+        store::Refusal::OutOfStock { name, stock } if stock <= 0 => ApiError::unprocessable(
+            "out-of-stock",
+            format!("{name} is sold out. Remove it from your cart to order the rest."),
+        ),
+        store::Refusal::OutOfStock { name, stock } => ApiError::unprocessable(
+            "out-of-stock",
+            format!("Only {stock} of {name} are in stock. Lower the quantity in your cart, then order again."),
+        ),
+        store::Refusal::MixedCurrencies => ApiError::unprocessable(
+            "mixed-currencies",
+            "all items of an order must share one currency",
+        ),
+        store::Refusal::CartChanged => ApiError::CartChanged,
+    }
 }
 
 /// The session's orders, newest first
