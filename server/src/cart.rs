@@ -34,36 +34,36 @@ pub enum CartError {
 
 /// The session's cart, priced from the catalog now, with what is in stock now.
 pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, sqlx::Error> {
-    let lines: Vec<(String, String, i32, i64, String, i32)> = sqlx::query_as(
+    let lines = sqlx::query!(
         "SELECT l.sku, p.name, l.quantity, p.price_cents, p.currency, p.stock
            FROM cart_lines l JOIN products p ON p.sku = l.sku
           WHERE l.session_id = $1 ORDER BY l.added_at, l.sku",
+        session_id,
     )
-    .bind(session_id)
     .fetch_all(db)
     .await?;
     let lines = lines
         .into_iter()
-        .map(
-            |(sku, name, quantity, unit_price_cents, currency, in_stock)| CartLine {
-                sku,
-                name,
-                quantity: quantity as u32,
-                unit_price_cents,
-                currency,
-                in_stock: in_stock.max(0) as u32,
-            },
-        )
+        .map(|line| CartLine {
+            sku: line.sku,
+            name: line.name,
+            quantity: line.quantity as u32,
+            unit_price_cents: line.price_cents,
+            currency: line.currency,
+            in_stock: line.stock.max(0) as u32,
+        })
         .collect();
     Ok(Cart { lines })
 }
 
 /// The key of the cart's checkout intent, if the session has a cart.
 pub async fn current_key(db: &PgPool, session_id: &str) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT checkout_key FROM carts WHERE session_id = $1")
-        .bind(session_id)
-        .fetch_optional(db)
-        .await
+    sqlx::query_scalar!(
+        "SELECT checkout_key FROM carts WHERE session_id = $1",
+        session_id
+    )
+    .fetch_optional(db)
+    .await
 }
 
 /// The cart's checkout key, with the cart row locked until the caller's transaction ends:
@@ -72,10 +72,12 @@ pub async fn lock_key(
     tx: &mut PgConnection,
     session_id: &str,
 ) -> Result<Option<String>, sqlx::Error> {
-    sqlx::query_scalar("SELECT checkout_key FROM carts WHERE session_id = $1 FOR UPDATE")
-        .bind(session_id)
-        .fetch_optional(tx)
-        .await
+    sqlx::query_scalar!(
+        "SELECT checkout_key FROM carts WHERE session_id = $1 FOR UPDATE",
+        session_id
+    )
+    .fetch_optional(tx)
+    .await
 }
 
 /// The key of the cart's checkout intent; a throwaway key when there is no cart.
@@ -99,12 +101,12 @@ pub async fn add(
         return Err(CartError::BadAddKey);
     }
     let mut tx = db.begin().await?;
-    let first = sqlx::query(
+    let first = sqlx::query!(
         "INSERT INTO cart_adds (session_id, add_key) VALUES ($1, $2)
          ON CONFLICT ON CONSTRAINT cart_adds_pkey DO NOTHING",
+        session_id,
+        add_key,
     )
-    .bind(session_id)
-    .bind(add_key)
     .execute(&mut *tx)
     .await?;
     if first.rows_affected() == 0 {
@@ -112,25 +114,26 @@ pub async fn add(
         return Ok(read(db, session_id).await?);
     }
     start_new_intent(&mut tx, session_id).await?;
-    let lines: i64 =
-        sqlx::query_scalar("SELECT count(*) FROM cart_lines WHERE session_id = $1 AND sku <> $2")
-            .bind(session_id)
-            .bind(sku)
-            .fetch_one(&mut *tx)
-            .await?;
+    let lines = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM cart_lines WHERE session_id = $1 AND sku <> $2"#,
+        session_id,
+        sku,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
     if lines >= MAX_LINES as i64 {
         return Err(CartError::TooManyLines);
     }
-    let added = sqlx::query(
+    let added = sqlx::query!(
         "INSERT INTO cart_lines (session_id, sku, quantity)
          SELECT $1, sku, $3 FROM products WHERE sku = $2
          ON CONFLICT ON CONSTRAINT cart_lines_pkey
          DO UPDATE SET quantity = least(cart_lines.quantity + EXCLUDED.quantity, $4)",
+        session_id,
+        sku,
+        quantity as i32,
+        MAX_QUANTITY as i32,
     )
-    .bind(session_id)
-    .bind(sku)
-    .bind(quantity as i32)
-    .bind(MAX_QUANTITY as i32)
     .execute(&mut *tx)
     .await?;
     if added.rows_affected() == 0 {
@@ -168,18 +171,18 @@ pub async fn change_line(
         };
     }
     let changed = match change {
-        LineChange::SetQuantity(quantity) => sqlx::query(
+        LineChange::SetQuantity(quantity) => sqlx::query!(
             "UPDATE cart_lines SET quantity = $3
               WHERE session_id = $1 AND sku = $2 AND quantity <> $3",
-        )
-        .bind(session_id)
-        .bind(sku)
-        .bind(quantity as i32),
-        LineChange::Remove => {
-            sqlx::query("DELETE FROM cart_lines WHERE session_id = $1 AND sku = $2")
-                .bind(session_id)
-                .bind(sku)
-        }
+            session_id,
+            sku,
+            quantity as i32,
+        ),
+        LineChange::Remove => sqlx::query!(
+            "DELETE FROM cart_lines WHERE session_id = $1 AND sku = $2",
+            session_id,
+            sku,
+        ),
     }
     .execute(&mut *tx)
     .await?;
@@ -196,11 +199,11 @@ pub async fn change_line(
 }
 
 async fn has_line(tx: &mut PgConnection, session_id: &str, sku: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1 AND sku = $2)",
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1 AND sku = $2) AS "exists!""#,
+        session_id,
+        sku,
     )
-    .bind(session_id)
-    .bind(sku)
     .fetch_one(tx)
     .await
 }
@@ -228,13 +231,13 @@ fn check_quantity(quantity: u32) -> Result<(), CartError> {
 
 /// Gives the session's cart (created if missing) a new checkout key: a new intent.
 async fn start_new_intent(tx: &mut PgConnection, session_id: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO carts (session_id, checkout_key) VALUES ($1, $2)
          ON CONFLICT ON CONSTRAINT carts_pkey
          DO UPDATE SET checkout_key = EXCLUDED.checkout_key, updated_at = now()",
+        session_id,
+        fresh_key(),
     )
-    .bind(session_id)
-    .bind(fresh_key())
     .execute(tx)
     .await?;
     Ok(())
@@ -242,11 +245,11 @@ async fn start_new_intent(tx: &mut PgConnection, session_id: &str) -> Result<(),
 
 /// A cart without lines goes (its key with it).
 async fn drop_if_empty(tx: &mut PgConnection, session_id: &str) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "DELETE FROM carts WHERE session_id = $1
             AND NOT EXISTS (SELECT 1 FROM cart_lines WHERE session_id = $1)",
+        session_id,
     )
-    .bind(session_id)
     .execute(tx)
     .await?;
     Ok(())
@@ -257,11 +260,12 @@ pub async fn forget_old_adds(
     db: &PgPool,
     retention: std::time::Duration,
 ) -> Result<u64, sqlx::Error> {
-    let deleted =
-        sqlx::query("DELETE FROM cart_adds WHERE added_at < now() - $1 * interval '1 millisecond'")
-            .bind(retention.as_millis() as i64)
-            .execute(db)
-            .await?;
+    let deleted = sqlx::query!(
+        "DELETE FROM cart_adds WHERE added_at < now() - $1 * interval '1 millisecond'",
+        retention.as_millis() as i64,
+    )
+    .execute(db)
+    .await?;
     Ok(deleted.rows_affected())
 }
 
@@ -277,34 +281,38 @@ pub async fn take_ordered(
     // The cart row first, as `add` and `change_line` lock it before any line: a concurrent
     // change waits for the order (no deadlock), and what it adds is seen by the statements
     // below, never deleted.
-    let cart = sqlx::query("SELECT 1 FROM carts WHERE session_id = $1 FOR UPDATE")
-        .bind(session_id)
-        .fetch_optional(&mut *tx)
-        .await?;
+    let cart = sqlx::query_scalar!(
+        "SELECT 1 FROM carts WHERE session_id = $1 FOR UPDATE",
+        session_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     // No cart (an API client's order): no lines either, as a line cannot outlive its cart.
     if cart.is_none() {
         return Ok(());
     }
-    sqlx::query(
+    sqlx::query!(
         "WITH ordered AS (SELECT * FROM unnest($2::text[], $3::int[]) AS o(sku, quantity)),
               reduced AS (
                 UPDATE cart_lines l SET quantity = l.quantity - o.quantity FROM ordered o
                  WHERE l.session_id = $1 AND l.sku = o.sku AND l.quantity > o.quantity)
          DELETE FROM cart_lines l USING ordered o
           WHERE l.session_id = $1 AND l.sku = o.sku AND l.quantity <= o.quantity",
+        session_id,
+        skus,
+        quantities,
     )
-    .bind(session_id)
-    .bind(skus)
-    .bind(quantities)
     .execute(&mut *tx)
     .await?;
     // A cart left empty goes; one with lines left starts a new intent.
     drop_if_empty(&mut *tx, session_id).await?;
-    sqlx::query("UPDATE carts SET checkout_key = $2, updated_at = now() WHERE session_id = $1")
-        .bind(session_id)
-        .bind(fresh_key())
-        .execute(tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE carts SET checkout_key = $2, updated_at = now() WHERE session_id = $1",
+        session_id,
+        fresh_key(),
+    )
+    .execute(tx)
+    .await?;
     Ok(())
 }
 
@@ -316,13 +324,13 @@ pub async fn end_intent(
     session_id: &str,
     key: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE carts SET checkout_key = $3, updated_at = now()
           WHERE session_id = $1 AND checkout_key = $2",
+        session_id,
+        key,
+        fresh_key(),
     )
-    .bind(session_id)
-    .bind(key)
-    .bind(fresh_key())
     .execute(tx)
     .await?;
     Ok(())

@@ -22,44 +22,22 @@ async fn list(State(db): State<PgPool>) -> Result<Json<Vec<Product>>, ApiError> 
     Ok(Json(all_products(&db).await?))
 }
 
-#[derive(sqlx::FromRow)]
-struct ProductRow {
-    sku: String,
-    name: String,
-    description: String,
-    price_cents: i64,
-    currency: String,
-    stock: i32,
-}
-
-impl From<ProductRow> for Product {
-    fn from(r: ProductRow) -> Self {
-        Product {
-            sku: r.sku,
-            name: r.name,
-            description: r.description,
-            price_cents: r.price_cents,
-            currency: r.currency,
-            stock: r.stock,
-        }
-    }
-}
-
+// `query_as!` fills `Product` field by field: the shared DTO needs no sqlx trait.
 pub async fn all_products(db: &PgPool) -> Result<Vec<Product>, sqlx::Error> {
-    let rows: Vec<ProductRow> = sqlx::query_as(
+    sqlx::query_as!(
+        Product,
         "SELECT sku, name, description, price_cents, currency, stock FROM products ORDER BY sku",
     )
     .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(Product::from).collect())
+    .await
 }
 
 pub async fn products_by_sku(db: &PgPool, skus: &[String]) -> Result<Vec<Product>, sqlx::Error> {
-    let rows: Vec<ProductRow> = sqlx::query_as(
+    sqlx::query_as!(
+        Product,
         "SELECT sku, name, description, price_cents, currency, stock FROM products WHERE sku = ANY($1)",
+        skus,
     )
-    .bind(skus)
     .fetch_all(db)
-    .await?;
-    Ok(rows.into_iter().map(Product::from).collect())
+    .await
 }

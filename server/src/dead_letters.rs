@@ -15,7 +15,7 @@ use crate::{
     outbox::Event,
 };
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 pub struct DeadLetter {
     pub id: Uuid,
     pub consumer: String,
@@ -33,27 +33,28 @@ pub async fn record(
     delivery: &Delivery,
     error: &str,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO dead_letters (id, consumer, message_id, subject, body, error, deliveries)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT ON CONSTRAINT dead_letters_one_per_message DO UPDATE
             SET error = EXCLUDED.error, deliveries = EXCLUDED.deliveries,
                 status = 'dead', updated_at = now()",
+        Uuid::new_v4(),
+        consumer,
+        &delivery.message.id,
+        &delivery.message.subject,
+        &delivery.message.body,
+        error,
+        delivery.delivered as i32,
     )
-    .bind(Uuid::new_v4())
-    .bind(consumer)
-    .bind(&delivery.message.id)
-    .bind(&delivery.message.subject)
-    .bind(&delivery.message.body)
-    .bind(error)
-    .bind(delivery.delivered as i32)
     .execute(db)
     .await?;
     Ok(())
 }
 
 pub async fn list(db: &PgPool) -> Result<Vec<DeadLetter>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as!(
+        DeadLetter,
         "SELECT id, consumer, message_id, subject, error, deliveries, status
            FROM dead_letters ORDER BY created_at DESC",
     )
@@ -81,23 +82,23 @@ pub async fn retry(
     handler: &Arc<dyn Handler>,
     id: Uuid,
 ) -> Result<Handled, RetryError> {
-    let row: Option<(String, String, String, Vec<u8>)> = sqlx::query_as(
+    let row = sqlx::query!(
         "UPDATE dead_letters SET status = 'retrying', updated_at = now()
           WHERE id = $1 AND status = 'dead'
       RETURNING consumer, message_id, subject, body",
+        id,
     )
-    .bind(id)
     .fetch_optional(db)
-    .await?;
-    let (consumer, message_id, subject, body) = row.ok_or(RetryError::NotDead(id))?;
-    if consumer != handler.name() {
+    .await?
+    .ok_or(RetryError::NotDead(id))?;
+    if row.consumer != handler.name() {
         set_status(db, id, "dead", None).await?;
-        return Err(RetryError::WrongConsumer(id, consumer, handler.name()));
+        return Err(RetryError::WrongConsumer(id, row.consumer, handler.name()));
     }
     let message = Message {
-        id: message_id,
-        subject,
-        body,
+        id: row.message_id,
+        subject: row.subject,
+        body: row.body,
     };
     let outcome = match Event::from_message(&message) {
         Err(reason) => Err(HandlerError::Poison(reason)),
@@ -118,10 +119,10 @@ pub async fn retry(
 
 /// Lets a dead letter go without running it.
 pub async fn discard(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE dead_letters SET status = 'discarded', updated_at = now() WHERE id = $1 AND status = 'dead'",
+        id,
     )
-    .bind(id)
     .execute(db)
     .await?
     .rows_affected();
@@ -134,13 +135,13 @@ async fn set_status(
     status: &str,
     error: Option<&str>,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE dead_letters SET status = $2, error = coalesce($3, error), updated_at = now()
           WHERE id = $1 AND status = 'retrying'",
+        id,
+        status,
+        error,
     )
-    .bind(id)
-    .bind(status)
-    .bind(error)
     .execute(db)
     .await?;
     Ok(())

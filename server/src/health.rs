@@ -5,10 +5,7 @@ use serde_json::json;
 use sqlx::PgPool;
 
 pub async fn healthz(State(db): State<PgPool>) -> impl IntoResponse {
-    match sqlx::query_scalar::<_, i32>("SELECT 1")
-        .fetch_one(&db)
-        .await
-    {
+    match sqlx::query_scalar!("SELECT 1").fetch_one(&db).await {
         Ok(_) => (
             StatusCode::OK,
             Json(json!({ "status": "ok", "database": "up" })),

@@ -37,7 +37,6 @@ pub struct Mailer {
     pub metrics: Arc<Metrics>,
 }
 
-#[derive(sqlx::FromRow)]
 struct Outgoing {
     id: Uuid,
     recipient: String,
@@ -81,15 +80,17 @@ impl Mailer {
 
     /// The next queued email whose time has come, leased to this mailer.
     async fn claim_one(&self) -> Result<Option<Outgoing>, sqlx::Error> {
-        sqlx::query_as(
+        sqlx::query_as!(
+            Outgoing,
             "UPDATE emails SET attempts = attempts + 1, next_attempt_at = now() + $1
               WHERE id = (SELECT id FROM emails
                            WHERE status = 'queued' AND next_attempt_at <= now()
                            ORDER BY next_attempt_at LIMIT 1
                              FOR UPDATE SKIP LOCKED)
           RETURNING id, recipient, subject, html_body, text_body, attempts",
+            // A std Duration encodes as an interval; the macro would insist on PgInterval.
+            LEASE as _,
         )
-        .bind(LEASE)
         .fetch_optional(&self.db)
         .await
     }
@@ -121,13 +122,13 @@ impl Mailer {
     }
 
     async fn mark_delivered(&self, email: &Outgoing, status: &str) -> Result<(), sqlx::Error> {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE emails SET status = $3, delivered_at = now(), last_error = NULL
               WHERE id = $1 AND attempts = $2 AND status = 'queued'",
+            email.id,
+            email.attempts,
+            status,
         )
-        .bind(email.id)
-        .bind(email.attempts)
-        .bind(status)
         .execute(&self.db)
         .await?;
         Metrics::inc(&self.metrics.emails_delivered);
@@ -139,14 +140,14 @@ impl Mailer {
         let wait = RETRY_BASE
             .saturating_mul(2u32.saturating_pow(email.attempts.max(1) as u32 - 1))
             .min(RETRY_CAP);
-        sqlx::query(
+        sqlx::query!(
             "UPDATE emails SET last_error = $3, next_attempt_at = now() + $4
               WHERE id = $1 AND attempts = $2 AND status = 'queued'",
+            email.id,
+            email.attempts,
+            error,
+            wait as _,
         )
-        .bind(email.id)
-        .bind(email.attempts)
-        .bind(error)
-        .bind(wait)
         .execute(&self.db)
         .await?;
         Ok(())

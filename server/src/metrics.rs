@@ -137,12 +137,12 @@ pub async fn render(State(metrics): State<Arc<Metrics>>, State(db): State<PgPool
 
 /// Gauges read from the database: outbox lag, queued emails, dead letters.
 async fn backlog(db: &PgPool) -> Result<String, sqlx::Error> {
-    let (unpublished, oldest_secs, queued_emails, dead): (i64, f64, i64, i64) = sqlx::query_as(
-        "SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
+    let row = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL) AS "unpublished!",
                 (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-                   FROM outbox_events WHERE published_at IS NULL),
-                (SELECT count(*) FROM emails WHERE status = 'queued'),
-                (SELECT count(*) FROM dead_letters WHERE status = 'dead')",
+                   FROM outbox_events WHERE published_at IS NULL) AS "oldest_secs!",
+                (SELECT count(*) FROM emails WHERE status = 'queued') AS "queued_emails!",
+                (SELECT count(*) FROM dead_letters WHERE status = 'dead') AS "dead!""#,
     )
     .fetch_one(db)
     .await?;
@@ -150,22 +150,22 @@ async fn backlog(db: &PgPool) -> Result<String, sqlx::Error> {
         (
             "once_outbox_unpublished",
             "Outbox events not yet published.",
-            unpublished.to_string(),
+            row.unpublished.to_string(),
         ),
         (
             "once_outbox_oldest_unpublished_seconds",
             "Age of the oldest unpublished outbox event (0 when none).",
-            format!("{oldest_secs:.3}"),
+            format!("{:.3}", row.oldest_secs),
         ),
         (
             "once_emails_queued",
             "Emails waiting for the mailer.",
-            queued_emails.to_string(),
+            row.queued_emails.to_string(),
         ),
         (
             "once_dead_letters",
             "Dead letters waiting for an operator.",
-            dead.to_string(),
+            row.dead.to_string(),
         ),
     ];
     Ok(gauges

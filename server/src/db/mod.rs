@@ -26,13 +26,16 @@ pub async fn ensure_database(url: &str) -> anyhow::Result<()> {
     let options = PgConnectOptions::from_str(url)?;
     let name = options.get_database().unwrap_or("postgres").to_owned();
     let mut admin = options.database("postgres").connect().await?;
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(&name)
-            .fetch_one(&mut admin)
-            .await?;
+    let exists = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1) AS "exists!""#,
+        &name,
+    )
+    .fetch_one(&mut admin)
+    .await?;
     if !exists {
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        // Run-time SQL: the database's name comes from DATABASE_URL, and an identifier
+        // cannot be a bind parameter.
         match sqlx::query(&format!("CREATE DATABASE {quoted}"))
             .execute(&mut admin)
             .await

@@ -147,41 +147,61 @@ pub async fn overview(
 
 /// The overview's figures, each read from the database (the same on every instance).
 async fn figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let single: [(&str, &str); 8] = [
-        ("Outbox: unpublished events", "SELECT count(*)::text FROM outbox_events WHERE published_at IS NULL"),
-        ("Outbox: oldest unpublished (s)", "SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0') FROM outbox_events WHERE published_at IS NULL"),
-        ("Consumers: deliveries waiting (PostgreSQL bus)", "SELECT count(*)::text FROM bus_deliveries WHERE settled_at IS NULL"),
-        ("Dead letters waiting", "SELECT count(*)::text FROM dead_letters WHERE status = 'dead'"),
-        ("Emails queued", "SELECT count(*)::text FROM emails WHERE status = 'queued'"),
-        ("Open findings", "SELECT count(*)::text FROM reconcile_findings WHERE status = 'open'"),
-        ("Last reconciliation", "SELECT coalesce((SELECT status || ' at ' || to_char(started_at, 'YYYY-MM-DD HH24:MI:SS') || ', ' || findings || ' new findings' FROM reconcile_runs ORDER BY started_at DESC LIMIT 1), 'never')"),
-        ("Callback anomalies (amount mismatch, unknown payment)", "SELECT count(*)::text FROM payment_callbacks WHERE outcome IN ('amount_mismatch', 'unknown_payment')"),
-    ];
-    let mut figures = Vec::new();
-    for (label, sql) in single {
-        let value: String = sqlx::query_scalar(sql).fetch_one(db).await?;
-        figures.push((label.to_owned(), value));
-    }
-    let grouped: [(&str, &str); 2] = [
-        (
-            "Idempotency keys",
-            "SELECT state, count(*) FROM idempotency_keys GROUP BY state ORDER BY state",
-        ),
-        (
-            "Payments",
-            "SELECT status, count(*) FROM payments GROUP BY status ORDER BY status",
-        ),
-    ];
-    for (label, sql) in grouped {
-        let rows: Vec<(String, i64)> = sqlx::query_as(sql).fetch_all(db).await?;
-        for (state, count) in rows {
-            figures.push((format!("{label}: {state}"), count.to_string()));
-        }
-    }
+    let mut figures = single_figures(db).await?;
+    grouped_figures(db, &mut figures).await?;
     Ok(figures)
 }
 
-#[derive(sqlx::FromRow)]
+/// The figures of one value each, read in the order they are shown.
+async fn single_figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let single: [(&str, String); 8] = [
+        ("Outbox: unpublished events", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM outbox_events WHERE published_at IS NULL"#).fetch_one(db).await?),
+        ("Outbox: oldest unpublished (s)", sqlx::query_scalar!(r#"SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0') AS "v!" FROM outbox_events WHERE published_at IS NULL"#).fetch_one(db).await?),
+        ("Consumers: deliveries waiting (PostgreSQL bus)", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM bus_deliveries WHERE settled_at IS NULL"#).fetch_one(db).await?),
+        ("Dead letters waiting", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM dead_letters WHERE status = 'dead'"#).fetch_one(db).await?),
+        ("Emails queued", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM emails WHERE status = 'queued'"#).fetch_one(db).await?),
+        ("Open findings", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM reconcile_findings WHERE status = 'open'"#).fetch_one(db).await?),
+        ("Last reconciliation", sqlx::query_scalar!(r#"SELECT coalesce((SELECT status || ' at ' || to_char(started_at, 'YYYY-MM-DD HH24:MI:SS') || ', ' || findings || ' new findings' FROM reconcile_runs ORDER BY started_at DESC LIMIT 1), 'never') AS "v!""#).fetch_one(db).await?),
+        ("Callback anomalies (amount mismatch, unknown payment)", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM payment_callbacks WHERE outcome IN ('amount_mismatch', 'unknown_payment')"#).fetch_one(db).await?),
+    ];
+    Ok(single
+        .into_iter()
+        .map(|(label, value)| (label.to_owned(), value))
+        .collect())
+}
+
+/// The figures counted by state: one line per state present.
+async fn grouped_figures(
+    db: &PgPool,
+    figures: &mut Vec<(String, String)>,
+) -> Result<(), sqlx::Error> {
+    let keys = sqlx::query!(
+        r#"SELECT state, count(*) AS "count!" FROM idempotency_keys GROUP BY state ORDER BY state"#
+    )
+    .fetch_all(db)
+    .await?;
+    let keys = keys.into_iter().map(|r| (r.state, r.count));
+    push_counts(figures, "Idempotency keys", keys);
+    let payments = sqlx::query!(
+        r#"SELECT status, count(*) AS "count!" FROM payments GROUP BY status ORDER BY status"#
+    )
+    .fetch_all(db)
+    .await?;
+    let payments = payments.into_iter().map(|r| (r.status, r.count));
+    push_counts(figures, "Payments", payments);
+    Ok(())
+}
+
+fn push_counts(
+    figures: &mut Vec<(String, String)>,
+    label: &str,
+    counts: impl Iterator<Item = (String, i64)>,
+) {
+    for (state, count) in counts {
+        figures.push((format!("{label}: {state}"), count.to_string()));
+    }
+}
+
 struct RunRow {
     started_at: chrono::DateTime<chrono::Utc>,
     status: String,
@@ -206,8 +226,11 @@ pub async fn reconciliation(
     Query(notice): Query<Notice>,
 ) -> Result<Response, ApiError> {
     let findings = reconcile::list_findings(&db).await?;
-    let runs = sqlx::query_as(
-        "SELECT started_at, status, charges_seen, findings, error FROM reconcile_runs ORDER BY started_at DESC LIMIT 20",
+    let runs = sqlx::query_as!(
+        RunRow,
+        // sqlx's `time` feature is on too (through a dependency), and would map timestamptz
+        // to `time::OffsetDateTime` by default.
+        r#"SELECT started_at AS "started_at: chrono::DateTime<chrono::Utc>", status, charges_seen, findings, error FROM reconcile_runs ORDER BY started_at DESC LIMIT 20"#,
     )
     .fetch_all(&db)
     .await?;
@@ -334,7 +357,6 @@ pub async fn discard_dead_letter(
     Ok(back("/operator/dead-letters", notice))
 }
 
-#[derive(sqlx::FromRow)]
 struct EmailRow {
     id: Uuid,
     recipient: String,
@@ -357,8 +379,11 @@ pub async fn emails(
     State(db): State<PgPool>,
     Query(notice): Query<Notice>,
 ) -> Result<Response, ApiError> {
-    let emails = sqlx::query_as(
-        "SELECT id, recipient, subject, status, created_at FROM emails ORDER BY created_at DESC LIMIT 100",
+    let emails = sqlx::query_as!(
+        EmailRow,
+        // As for the runs: chrono, not the `time` crate sqlx would pick by default.
+        r#"SELECT id, recipient, subject, status, created_at AS "created_at: chrono::DateTime<chrono::Utc>"
+             FROM emails ORDER BY created_at DESC LIMIT 100"#,
     )
     .fetch_all(&db)
     .await?;
@@ -376,8 +401,7 @@ pub async fn email(
     State(db): State<PgPool>,
     Path(id): Path<Uuid>,
 ) -> Result<Response, ApiError> {
-    let html: String = sqlx::query_scalar("SELECT html_body FROM emails WHERE id = $1")
-        .bind(id)
+    let html = sqlx::query_scalar!("SELECT html_body FROM emails WHERE id = $1", id)
         .fetch_optional(&db)
         .await?
         .ok_or(ApiError::NotFound)?;
