@@ -18,7 +18,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::{error::ApiError, outbox};
+use crate::outbox;
 
 /// What the provider says was charged.
 pub struct ChargeFacts {
@@ -51,15 +51,6 @@ pub enum ApplyError {
     },
     #[error(transparent)]
     Database(#[from] sqlx::Error),
-}
-
-impl From<ApplyError> for ApiError {
-    fn from(e: ApplyError) -> Self {
-        match e {
-            ApplyError::Database(e) => e.into(),
-            other => ApiError::Internal(other.into()),
-        }
-    }
 }
 
 struct Target {

@@ -6,8 +6,6 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::error::{ApiError, OnConstraint};
-
 /// The idempotency key of the request that made an attempt: the attempt's identity.
 pub struct AttemptKey {
     pub scope: String,
@@ -41,16 +39,36 @@ pub struct PaymentView {
     pub failure_code: Option<String>,
 }
 
+/// Why [`begin_attempt`] recorded no attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptRefused {
+    /// Another attempt of the order is still pending (another key):
+    /// `payments_one_pending_per_order` refused this one.
+    #[error("another payment attempt of the order is pending")]
+    InProgress,
+    /// The session has no such order.
+    #[error("no such order in this session")]
+    UnknownOrder,
+    /// The order takes no payment any more; its status (`paid`, `cancelled`, …).
+    #[error("the order is {0}, not payable")]
+    NotPayable(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The partial unique index that keeps one attempt per order pending.
+const ONE_PENDING_PER_ORDER: &str = "payments_one_pending_per_order";
+
 /// Recovery point 1: records the attempt (amount from the order, never from the client), or
 /// finds the one an earlier try of the same request recorded. Commits on its own. Another
-/// attempt of the order still pending (another key) → 409 `payment-in-progress`.
+/// attempt of the order still pending (another key) → [`AttemptRefused::InProgress`].
 pub async fn begin_attempt(
     db: &PgPool,
     session_id: &str,
     order_id: Uuid,
     attempt: &AttemptKey,
-) -> Result<Attempt, ApiError> {
-    sqlx::query!(
+) -> Result<Attempt, AttemptRefused> {
+    let inserted = sqlx::query!(
         "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
          SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
           WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
@@ -62,10 +80,13 @@ pub async fn begin_attempt(
         session_id,
     )
     .execute(db)
-    .await
-    .on_constraint("payments_one_pending_per_order", || {
-        ApiError::PaymentInProgress
-    })?;
+    .await;
+    if let Err(sqlx::Error::Database(e)) = &inserted {
+        if e.constraint() == Some(ONE_PENDING_PER_ORDER) {
+            return Err(AttemptRefused::InProgress);
+        }
+    }
+    inserted?;
     let found = sqlx::query_as!(
         Attempt,
         "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
@@ -86,7 +107,7 @@ async fn why_not_payable(
     db: &PgPool,
     session_id: &str,
     order_id: Uuid,
-) -> Result<ApiError, sqlx::Error> {
+) -> Result<AttemptRefused, sqlx::Error> {
     let status = sqlx::query_scalar!(
         "SELECT status FROM orders WHERE id = $1 AND session_id = $2",
         order_id,
@@ -95,14 +116,8 @@ async fn why_not_payable(
     .fetch_optional(db)
     .await?;
     Ok(match status {
-        None => ApiError::NotFound,
-        Some(status) => ApiError::unprocessable(
-            "order-not-payable",
-            match status.as_str() {
-                "cancelled" => "This order was cancelled, so it cannot be paid.",
-                _ => "This order is paid already. Nothing more was charged.",
-            },
-        ),
+        None => AttemptRefused::UnknownOrder,
+        Some(status) => AttemptRefused::NotPayable(status),
     })
 }
 
