@@ -164,15 +164,15 @@ async fn record_and_apply(
         Event::Succeeded(d) | Event::Failed(d) => Some(d.charge_id.as_str()),
         Event::Other | Event::Malformed => None,
     };
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT ON CONSTRAINT payment_callbacks_pkey DO NOTHING",
+        envelope.tx_no,
+        envelope.id,
+        envelope.event_type,
+        charge_id,
+        payload,
     )
-    .bind(&envelope.tx_no)
-    .bind(&envelope.id)
-    .bind(&envelope.event_type)
-    .bind(charge_id)
-    .bind(payload)
     .execute(&mut *tx)
     .await?;
     if inserted.rows_affected() == 0 {
@@ -197,11 +197,13 @@ async fn record_and_apply(
             Outcome::refused(&refused)
         }
     };
-    sqlx::query("UPDATE payment_callbacks SET outcome = $2 WHERE provider_tx_no = $1")
-        .bind(&envelope.tx_no)
-        .bind(outcome.as_str())
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE payment_callbacks SET outcome = $2 WHERE provider_tx_no = $1",
+        envelope.tx_no,
+        outcome.as_str(),
+    )
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     Ok(outcome.as_str())
 }

@@ -18,7 +18,7 @@
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::{error::ApiError, outbox};
+use crate::outbox;
 
 /// What the provider says was charged.
 pub struct ChargeFacts {
@@ -53,16 +53,6 @@ pub enum ApplyError {
     Database(#[from] sqlx::Error),
 }
 
-impl From<ApplyError> for ApiError {
-    fn from(e: ApplyError) -> Self {
-        match e {
-            ApplyError::Database(e) => e.into(),
-            other => ApiError::Internal(other.into()),
-        }
-    }
-}
-
-#[derive(sqlx::FromRow)]
 struct Target {
     payment_status: String,
     order_id: Uuid,
@@ -77,13 +67,14 @@ pub async fn charge_succeeded(
     payment_id: Uuid,
     charge: &ChargeFacts,
 ) -> Result<Applied, ApplyError> {
-    let target: Option<Target> = sqlx::query_as(
+    let target = sqlx::query_as!(
+        Target,
         "SELECT p.status AS payment_status, o.id AS order_id, o.status AS order_status,
                 o.total_cents, o.currency
            FROM payments p JOIN orders o ON o.id = p.order_id
           WHERE p.id = $1 FOR UPDATE OF p, o",
+        payment_id,
     )
-    .bind(payment_id)
     .fetch_optional(&mut *tx)
     .await?;
     let target = target.ok_or(ApplyError::UnknownPayment(payment_id))?;
@@ -116,13 +107,13 @@ async fn set_status(
     status: &str,
     charge: &ChargeFacts,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "UPDATE payments SET status = $2, provider_charge_id = $3, failure_code = NULL, updated_at = now()
           WHERE id = $1",
+        payment_id,
+        status,
+        charge.charge_id,
     )
-    .bind(payment_id)
-    .bind(status)
-    .bind(&charge.charge_id)
     .execute(tx)
     .await?;
     Ok(())
@@ -144,10 +135,12 @@ async fn mark_order_paid(
     payment_id: Uuid,
     charge: &ChargeFacts,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE orders SET status = 'paid', updated_at = now() WHERE id = $1 AND status = 'pending_payment'")
-        .bind(order_id)
-        .execute(&mut *tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE orders SET status = 'paid', updated_at = now() WHERE id = $1 AND status = 'pending_payment'",
+        order_id,
+    )
+    .execute(&mut *tx)
+    .await?;
     let payload = event_payload(order_id, payment_id, charge);
     outbox::record(tx, "order", order_id, "order.paid", payload).await?;
     Ok(())
@@ -176,16 +169,16 @@ pub async fn charge_failed(
     charge_id: Option<&str>,
     code: &str,
 ) -> Result<bool, ApplyError> {
-    let known: Option<bool> = sqlx::query_scalar(
-        "WITH failed AS (
+    let known = sqlx::query_scalar!(
+        r#"WITH failed AS (
             UPDATE payments SET status = 'failed', provider_charge_id = coalesce(provider_charge_id, $2),
                    failure_code = $3, updated_at = now()
              WHERE id = $1 AND status = 'pending' RETURNING id)
-         SELECT EXISTS (SELECT 1 FROM failed) FROM payments WHERE id = $1",
+         SELECT EXISTS (SELECT 1 FROM failed) AS "changed!" FROM payments WHERE id = $1"#,
+        payment_id,
+        charge_id,
+        code,
     )
-    .bind(payment_id)
-    .bind(charge_id)
-    .bind(code)
     .fetch_optional(tx)
     .await?;
     known.ok_or(ApplyError::UnknownPayment(payment_id))

@@ -16,8 +16,12 @@
 //! pending: the same key resumes it, a callback settles it; it is never guessed declined.
 //!
 //! `GET /api/orders/{id}/payments` lists an order's payment attempts.
+//!
+//! The store and [`apply`] answer in domain terms; `problems` turns those into the HTTP
+//! problems.
 
 pub mod apply;
+mod problems;
 pub mod provider;
 pub mod settle;
 pub mod store;
@@ -45,7 +49,7 @@ use crate::{
 };
 use provider::ProviderClient;
 use settle::SettleRules;
-use store::{AttemptKey, PaymentView};
+use store::{AttemptKey, AttemptRefused, PaymentView};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list, pay))
@@ -155,7 +159,7 @@ async fn charge_order(
 ) -> Result<(idempotency::executor::PgTx, idempotency::Reply), ApiError> {
     let payment = match store::begin_attempt(&db, &shopper_id, order_id, &attempt).await {
         // Another intent's attempt is pending: settle it if it was abandoned, then try again.
-        Err(ApiError::PaymentInProgress) => {
+        Err(AttemptRefused::InProgress) => {
             settle::abandoned_attempt(&db, &provider, order_id, rules).await?;
             store::begin_attempt(&db, &shopper_id, order_id, &attempt).await?
         }

@@ -6,15 +6,13 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::error::{ApiError, OnConstraint};
-
 /// The idempotency key of the request that made an attempt: the attempt's identity.
 pub struct AttemptKey {
     pub scope: String,
     pub key: String,
 }
 
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub struct Attempt {
     pub id: Uuid,
     pub order_id: Uuid,
@@ -27,7 +25,7 @@ pub struct Attempt {
 }
 
 /// What the API shows of a payment.
-#[derive(Debug, Serialize, sqlx::FromRow, utoipa::ToSchema)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PaymentView {
     pub id: Uuid,
     pub order_id: Uuid,
@@ -41,38 +39,62 @@ pub struct PaymentView {
     pub failure_code: Option<String>,
 }
 
+/// Why [`begin_attempt`] recorded no attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum AttemptRefused {
+    /// Another attempt of the order is still pending (another key):
+    /// `payments_one_pending_per_order` refused this one.
+    #[error("another payment attempt of the order is pending")]
+    InProgress,
+    /// The session has no such order.
+    #[error("no such order in this session")]
+    UnknownOrder,
+    /// The order takes no payment any more; its status (`paid`, `cancelled`, …).
+    #[error("the order is {0}, not payable")]
+    NotPayable(String),
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+}
+
+/// The partial unique index that keeps one attempt per order pending.
+const ONE_PENDING_PER_ORDER: &str = "payments_one_pending_per_order";
+
 /// Recovery point 1: records the attempt (amount from the order, never from the client), or
 /// finds the one an earlier try of the same request recorded. Commits on its own. Another
-/// attempt of the order still pending (another key) → 409 `payment-in-progress`.
+/// attempt of the order still pending (another key) → [`AttemptRefused::InProgress`].
 pub async fn begin_attempt(
     db: &PgPool,
     session_id: &str,
     order_id: Uuid,
     attempt: &AttemptKey,
-) -> Result<Attempt, ApiError> {
-    sqlx::query(
+) -> Result<Attempt, AttemptRefused> {
+    let inserted = sqlx::query!(
         "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
          SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
           WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
          ON CONFLICT ON CONSTRAINT payments_attempt_key DO NOTHING",
+        Uuid::new_v4(),
+        order_id,
+        attempt.scope,
+        attempt.key,
+        session_id,
     )
-    .bind(Uuid::new_v4())
-    .bind(order_id)
-    .bind(&attempt.scope)
-    .bind(&attempt.key)
-    .bind(session_id)
     .execute(db)
-    .await
-    .on_constraint("payments_one_pending_per_order", || {
-        ApiError::PaymentInProgress
-    })?;
-    let found: Option<Attempt> = sqlx::query_as(
+    .await;
+    if let Err(sqlx::Error::Database(e)) = &inserted {
+        if e.constraint() == Some(ONE_PENDING_PER_ORDER) {
+            return Err(AttemptRefused::InProgress);
+        }
+    }
+    inserted?;
+    let found = sqlx::query_as!(
+        Attempt,
         "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
           WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",
+        attempt.scope,
+        attempt.key,
+        order_id,
     )
-    .bind(&attempt.scope)
-    .bind(&attempt.key)
-    .bind(order_id)
     .fetch_optional(db)
     .await?;
     match found {
@@ -85,27 +107,22 @@ async fn why_not_payable(
     db: &PgPool,
     session_id: &str,
     order_id: Uuid,
-) -> Result<ApiError, sqlx::Error> {
-    let status: Option<String> =
-        sqlx::query_scalar("SELECT status FROM orders WHERE id = $1 AND session_id = $2")
-            .bind(order_id)
-            .bind(session_id)
-            .fetch_optional(db)
-            .await?;
+) -> Result<AttemptRefused, sqlx::Error> {
+    let status = sqlx::query_scalar!(
+        "SELECT status FROM orders WHERE id = $1 AND session_id = $2",
+        order_id,
+        session_id,
+    )
+    .fetch_optional(db)
+    .await?;
     Ok(match status {
-        None => ApiError::NotFound,
-        Some(status) => ApiError::unprocessable(
-            "order-not-payable",
-            match status.as_str() {
-                "cancelled" => "This order was cancelled, so it cannot be paid.",
-                _ => "This order is paid already. Nothing more was charged.",
-            },
-        ),
+        None => AttemptRefused::UnknownOrder,
+        Some(status) => AttemptRefused::NotPayable(status),
     })
 }
 
 /// An order's pending attempt, as another intent sees it when it blocks the order.
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug)]
 pub struct Blocker {
     pub id: Uuid,
     /// Its request may still be running: the key is leased, or its lease ended less than
@@ -121,18 +138,20 @@ pub async fn blocker(
     lease: Duration,
     grace: Duration,
 ) -> Result<Option<Blocker>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT p.id,
+    // The millisecond counts are bigint, as bound (Postgres alone would infer a float).
+    sqlx::query_as!(
+        Blocker,
+        r#"SELECT p.id,
                 EXISTS (SELECT 1 FROM idempotency_keys k
                          WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
                            AND k.state = 'processing'
-                           AND k.locked_until > now() - $2 * interval '1 millisecond') AS running,
-                coalesce(p.charge_requested_at, p.created_at) < now() - $3 * interval '1 millisecond' AS quiet
-           FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'",
+                           AND k.locked_until > now() - $2::bigint * interval '1 millisecond') AS "running!",
+                coalesce(p.charge_requested_at, p.created_at) < now() - $3::bigint * interval '1 millisecond' AS "quiet!"
+           FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'"#,
+        order_id,
+        lease.as_millis() as i64,
+        grace.as_millis() as i64,
     )
-    .bind(order_id)
-    .bind(lease.as_millis() as i64)
-    .bind(grace.as_millis() as i64)
     .fetch_optional(db)
     .await
 }
@@ -140,10 +159,10 @@ pub async fn blocker(
 /// Stamps the start of a charge call, on a pending attempt only: `false` means the attempt
 /// was closed meanwhile, and must not be charged. Commits on its own, before the call.
 pub async fn stamp_charge_call(db: &PgPool, payment_id: Uuid) -> Result<bool, sqlx::Error> {
-    let stamped = sqlx::query(
+    let stamped = sqlx::query!(
         "UPDATE payments SET charge_requested_at = now() WHERE id = $1 AND status = 'pending'",
+        payment_id,
     )
-    .bind(payment_id)
     .execute(db)
     .await?;
     Ok(stamped.rows_affected() == 1)
@@ -158,24 +177,28 @@ pub async fn close_never_charged(
     grace: Duration,
     code: &str,
 ) -> Result<bool, sqlx::Error> {
-    let closed = sqlx::query(
+    let closed = sqlx::query!(
         "UPDATE payments SET status = 'failed', failure_code = $3, updated_at = now()
           WHERE id = $1 AND status = 'pending'
-            AND coalesce(charge_requested_at, created_at) < now() - $2 * interval '1 millisecond'",
+            AND coalesce(charge_requested_at, created_at) < now() - $2::bigint * interval '1 millisecond'",
+        payment_id,
+        grace.as_millis() as i64,
+        code,
     )
-    .bind(payment_id)
-    .bind(grace.as_millis() as i64)
-    .bind(code)
     .execute(tx)
     .await?;
     Ok(closed.rows_affected() == 1)
 }
 
 pub async fn view(tx: &mut PgConnection, payment_id: Uuid) -> Result<PaymentView, sqlx::Error> {
-    sqlx::query_as("SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code FROM payments WHERE id = $1")
-        .bind(payment_id)
-        .fetch_one(tx)
-        .await
+    sqlx::query_as!(
+        PaymentView,
+        "SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code
+           FROM payments WHERE id = $1",
+        payment_id,
+    )
+    .fetch_one(tx)
+    .await
 }
 
 /// The payments of one of the session's orders, oldest first; `None` if the order is not theirs.
@@ -184,21 +207,22 @@ pub async fn for_order(
     session_id: &str,
     order_id: Uuid,
 ) -> Result<Option<Vec<PaymentView>>, sqlx::Error> {
-    let owned: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1 AND session_id = $2)",
+    let owned = sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM orders WHERE id = $1 AND session_id = $2) AS "owned!""#,
+        order_id,
+        session_id,
     )
-    .bind(order_id)
-    .bind(session_id)
     .fetch_one(db)
     .await?;
     if !owned {
         return Ok(None);
     }
-    let payments = sqlx::query_as(
+    let payments = sqlx::query_as!(
+        PaymentView,
         "SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code
            FROM payments WHERE order_id = $1 ORDER BY created_at",
+        order_id,
     )
-    .bind(order_id)
     .fetch_all(db)
     .await?;
     Ok(Some(payments))

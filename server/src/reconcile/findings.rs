@@ -63,19 +63,19 @@ pub async fn record(
     finding: Finding<'_>,
 ) -> Result<bool, sqlx::Error> {
     let kind = finding.kind;
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO reconcile_findings (id, run_id, kind, subject, payment_id, provider_charge_id, status, detail)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
          ON CONFLICT ON CONSTRAINT reconcile_findings_once DO NOTHING",
+        Uuid::new_v4(),
+        run_id,
+        kind.as_str(),
+        finding.subject,
+        finding.payment_id,
+        finding.charge_id,
+        kind.status(),
+        finding.detail,
     )
-    .bind(Uuid::new_v4())
-    .bind(run_id)
-    .bind(kind.as_str())
-    .bind(finding.subject)
-    .bind(finding.payment_id)
-    .bind(finding.charge_id)
-    .bind(kind.status())
-    .bind(&finding.detail)
     .execute(db)
     .await?
     .rows_affected();
@@ -85,7 +85,7 @@ pub async fn record(
     Ok(inserted == 1)
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 pub struct FindingRow {
     pub id: Uuid,
     pub kind: String,
@@ -96,9 +96,13 @@ pub struct FindingRow {
 }
 
 pub async fn list(db: &PgPool) -> Result<Vec<FindingRow>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT id, kind, subject, status, detail, created_at FROM reconcile_findings
-          ORDER BY created_at DESC LIMIT 200",
+    // `created_at` is decoded as chrono's type; the macros alone would pick `time`'s (sqlx's
+    // `time` feature is on through a dependency and wins over `chrono`).
+    sqlx::query_as!(
+        FindingRow,
+        r#"SELECT id, kind, subject, status, detail,
+                  created_at AS "created_at: chrono::DateTime<chrono::Utc>"
+             FROM reconcile_findings ORDER BY created_at DESC LIMIT 200"#,
     )
     .fetch_all(db)
     .await
@@ -106,10 +110,10 @@ pub async fn list(db: &PgPool) -> Result<Vec<FindingRow>, sqlx::Error> {
 
 /// An operator marks an open finding resolved.
 pub async fn resolve(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
+    let done = sqlx::query!(
         "UPDATE reconcile_findings SET status = 'resolved', resolved_at = now() WHERE id = $1 AND status = 'open'",
+        id,
     )
-    .bind(id)
     .execute(db)
     .await?
     .rows_affected();

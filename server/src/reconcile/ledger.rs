@@ -27,7 +27,6 @@ use crate::{
     },
 };
 
-#[derive(sqlx::FromRow)]
 struct Ours {
     status: String,
     amount_cents: i64,
@@ -78,10 +77,11 @@ impl Reconciler {
     }
 
     async fn ours(&self, payment_id: Uuid) -> Result<Option<Ours>, sqlx::Error> {
-        sqlx::query_as(
+        sqlx::query_as!(
+            Ours,
             "SELECT status, amount_cents, currency, provider_charge_id FROM payments WHERE id = $1",
+            payment_id,
         )
-        .bind(payment_id)
         .fetch_optional(&self.db)
         .await
     }

@@ -15,17 +15,19 @@ impl Reconciler {
     /// it reports is applied, no charge closes the attempt as failed, so its order is
     /// payable again; a late retry of the attempt cannot charge on it any more.
     pub(super) async fn settle_stranded(&self, run_id: Uuid) -> Result<usize, ApiError> {
-        let stranded: Vec<(Uuid, Uuid)> = sqlx::query_as(
+        // The millisecond count is bigint, as bound (Postgres alone would infer a float).
+        let stranded = sqlx::query!(
             "SELECT id, order_id FROM payments
               WHERE status = 'pending'
-                AND coalesce(charge_requested_at, created_at) < now() - $1 * interval '1 millisecond'
+                AND coalesce(charge_requested_at, created_at) < now() - $1::bigint * interval '1 millisecond'
               ORDER BY created_at LIMIT 200",
+            self.rules.grace.as_millis() as i64,
         )
-        .bind(self.rules.grace.as_millis() as i64)
         .fetch_all(&self.db)
         .await?;
         let mut found = 0;
-        for (payment_id, order_id) in stranded {
+        for row in stranded {
+            let (payment_id, order_id) = (row.id, row.order_id);
             match settle::abandoned_attempt(&self.db, &self.provider, order_id, self.rules).await {
                 Ok(()) => {}
                 Err(ApiError::PaymentInProgress) => continue, // still running or processing
@@ -36,11 +38,13 @@ impl Reconciler {
                     continue;
                 }
             }
-            let (status, code): (String, Option<String>) =
-                sqlx::query_as("SELECT status, failure_code FROM payments WHERE id = $1")
-                    .bind(payment_id)
-                    .fetch_one(&self.db)
-                    .await?;
+            let settled = sqlx::query!(
+                "SELECT status, failure_code FROM payments WHERE id = $1",
+                payment_id,
+            )
+            .fetch_one(&self.db)
+            .await?;
+            let (status, code) = (settled.status, settled.failure_code);
             let (kind, detail) = match status.as_str() {
                 "failed" => (
                     Kind::StrandedPending,
@@ -77,15 +81,16 @@ impl Reconciler {
     /// Every attempt whose money is owed back (`refund_due`) is refunded, whether or not the
     /// ledger window shows its charge again.
     pub(super) async fn refund_what_is_due(&self, run_id: Uuid) -> Result<usize, ApiError> {
-        let due: Vec<(Uuid, String)> = sqlx::query_as(
-            "SELECT id, provider_charge_id FROM payments
+        let due = sqlx::query!(
+            r#"SELECT id, provider_charge_id AS "provider_charge_id!" FROM payments
               WHERE status = 'refund_due' AND provider_charge_id IS NOT NULL
-              ORDER BY updated_at LIMIT 200",
+              ORDER BY updated_at LIMIT 200"#,
         )
         .fetch_all(&self.db)
         .await?;
         let mut found = 0;
-        for (payment_id, charge_id) in due {
+        for row in due {
+            let (payment_id, charge_id) = (row.id, row.provider_charge_id);
             let detail =
                 format!("charge {charge_id} came for an order that could not take it: refunded");
             let finding = Finding {
@@ -117,17 +122,20 @@ impl Reconciler {
         run_id: Uuid,
         since: Option<chrono::DateTime<chrono::Utc>>,
     ) -> Result<usize, ApiError> {
-        let ours: Vec<(Uuid, String)> = sqlx::query_as(
-            "SELECT id, provider_charge_id FROM payments
+        // `since as _`: chrono's type, where the macros would expect `time`'s (sqlx's `time`
+        // feature is on through a dependency and wins over `chrono`).
+        let ours = sqlx::query!(
+            r#"SELECT id, provider_charge_id AS "provider_charge_id!" FROM payments
               WHERE status = 'succeeded' AND provider_charge_id IS NOT NULL
                 AND ($1::timestamptz IS NULL OR updated_at >= $1)
-              ORDER BY updated_at LIMIT 1000",
+              ORDER BY updated_at LIMIT 1000"#,
+            since as _,
         )
-        .bind(since)
         .fetch_all(&self.db)
         .await?;
         let mut found = 0;
-        for (payment_id, charge_id) in ours {
+        for row in ours {
+            let (payment_id, charge_id) = (row.id, row.provider_charge_id);
             if self.provider.charge_exists(&charge_id).await? {
                 continue;
             }

@@ -28,15 +28,16 @@ pub use findings::{list as list_findings, resolve as resolve_finding, FindingRow
 /// on (refunding that would take back the money of a paid order). The charge is refunded
 /// (idempotently) and the finding resolved. False if the finding does not qualify.
 pub async fn refund_finding(reconciler: &Reconciler, id: Uuid) -> Result<bool, ApiError> {
-    let row: Option<(Option<Uuid>, Option<String>)> = sqlx::query_as(
+    let row = sqlx::query!(
         "SELECT f.payment_id, f.provider_charge_id FROM reconcile_findings f
           WHERE f.id = $1 AND f.status = 'open' AND f.kind IN ('unknown_reference', 'amount_mismatch')
             AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.provider_charge_id = f.provider_charge_id)",
+        id,
     )
-    .bind(id)
     .fetch_optional(&reconciler.db)
     .await?;
-    let Some((payment_id, Some(charge_id))) = row else {
+    let Some((payment_id, Some(charge_id))) = row.map(|r| (r.payment_id, r.provider_charge_id))
+    else {
         return Ok(false);
     };
     refund::refund_charge(
@@ -131,11 +132,11 @@ impl Reconciler {
     async fn keep_lease(&self, holder: Uuid) -> ApiError {
         loop {
             tokio::time::sleep(LEASE / 3).await;
-            let renewed = sqlx::query(
+            let renewed = sqlx::query!(
                 "UPDATE reconcile_lease SET lease_until = now() + $2 WHERE name = 'reconciler' AND holder = $1",
+                holder,
+                LEASE as _,
             )
-            .bind(holder)
-            .bind(LEASE)
             .execute(&self.db)
             .await;
             match renewed {
@@ -150,27 +151,33 @@ impl Reconciler {
 
     async fn run(&self, id: Uuid) -> Result<RunSummary, ApiError> {
         // Runs that died holding an expired lease are over.
-        sqlx::query(
+        sqlx::query!(
             "UPDATE reconcile_runs SET status = 'failed', error = 'stopped before it finished', finished_at = now()
-              WHERE status = 'running' AND started_at < now() - $1",
+              WHERE status = 'running' AND started_at < now() - $1::interval",
+            LEASE as _,
         )
-        .bind(LEASE)
         .execute(&self.db)
         .await?;
         let since = self.ledger_start().await?;
-        sqlx::query("INSERT INTO reconcile_runs (id, ledger_since) VALUES ($1, $2)")
-            .bind(id)
-            .bind(since)
-            .execute(&self.db)
-            .await?;
+        // `as _`: the macros would expect `time`'s type for a timestamptz (a dependency turns
+        // on sqlx's `time` feature, which wins over `chrono`); the shop binds chrono's.
+        sqlx::query!(
+            "INSERT INTO reconcile_runs (id, ledger_since) VALUES ($1, $2)",
+            id,
+            since as _,
+        )
+        .execute(&self.db)
+        .await?;
         match self.compare(id, since).await {
             Ok(summary) => Ok(summary),
             Err(e) => {
-                sqlx::query("UPDATE reconcile_runs SET status = 'failed', error = $2, finished_at = now() WHERE id = $1")
-                    .bind(id)
-                    .bind(e.to_string())
-                    .execute(&self.db)
-                    .await?;
+                sqlx::query!(
+                    "UPDATE reconcile_runs SET status = 'failed', error = $2, finished_at = now() WHERE id = $1",
+                    id,
+                    e.to_string(),
+                )
+                .execute(&self.db)
+                .await?;
                 Err(e)
             }
         }
@@ -212,15 +219,16 @@ impl Reconciler {
             Ok(found) => tally.found += found,
             Err(e) => tally.failed(None, format!("our successes: {e}")),
         }
-        sqlx::query(
+        // `tally.watermark()` is chrono's, not the `time` type the macros expect (see `run`).
+        sqlx::query!(
             "UPDATE reconcile_runs SET status = 'finished', ledger_until = $2, charges_seen = $3,
                     findings = $4, error = $5, finished_at = now() WHERE id = $1",
+            id,
+            tally.watermark() as _,
+            tally.seen as i32,
+            tally.found as i32,
+            tally.errors.first(),
         )
-        .bind(id)
-        .bind(tally.watermark())
-        .bind(tally.seen as i32)
-        .bind(tally.found as i32)
-        .bind(tally.errors.first())
         .execute(&self.db)
         .await?;
         for error in &tally.errors {
@@ -236,8 +244,10 @@ impl Reconciler {
     /// Where this run starts reading: an overlap window before the latest entry any
     /// finished run saw (everything, the first time).
     async fn ledger_start(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>, sqlx::Error> {
-        let last: Option<chrono::DateTime<chrono::Utc>> = sqlx::query_scalar(
-            "SELECT max(ledger_until) FROM reconcile_runs WHERE status = 'finished'",
+        // Decoded as chrono's type (the macros would pick `time`'s; see `run`).
+        let last = sqlx::query_scalar!(
+            r#"SELECT max(ledger_until) AS "last: chrono::DateTime<chrono::Utc>"
+                 FROM reconcile_runs WHERE status = 'finished'"#,
         )
         .fetch_one(&self.db)
         .await?;
@@ -246,12 +256,12 @@ impl Reconciler {
     }
 
     async fn take_lease(&self, holder: Uuid) -> Result<bool, sqlx::Error> {
-        let taken = sqlx::query(
+        let taken = sqlx::query!(
             "UPDATE reconcile_lease SET holder = $1, lease_until = now() + $2
               WHERE name = 'reconciler' AND lease_until < now()",
+            holder,
+            LEASE as _,
         )
-        .bind(holder)
-        .bind(LEASE)
         .execute(&self.db)
         .await?
         .rows_affected();
@@ -259,10 +269,12 @@ impl Reconciler {
     }
 
     async fn release_lease(&self, holder: Uuid) -> Result<(), sqlx::Error> {
-        sqlx::query("UPDATE reconcile_lease SET lease_until = now() WHERE name = 'reconciler' AND holder = $1")
-            .bind(holder)
-            .execute(&self.db)
-            .await?;
+        sqlx::query!(
+            "UPDATE reconcile_lease SET lease_until = now() WHERE name = 'reconciler' AND holder = $1",
+            holder,
+        )
+        .execute(&self.db)
+        .await?;
         Ok(())
     }
 

@@ -25,21 +25,21 @@ pub async fn refund_charge(
         Some((run_id, finding)) => findings::record(&mut *tx, run_id, finding).await?,
         None => false,
     };
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO provider_refunds (provider_charge_id, payment_id, provider_refund_id)
          VALUES ($1, $2, $3) ON CONFLICT ON CONSTRAINT provider_refunds_pkey DO NOTHING",
+        charge_id,
+        payment_id,
+        refund_id,
     )
-    .bind(charge_id)
-    .bind(payment_id)
-    .bind(&refund_id)
     .execute(&mut *tx)
     .await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE payments SET status = 'refunded', updated_at = now()
           WHERE id = $1 AND status = 'refund_due' AND provider_charge_id = $2",
+        payment_id,
+        charge_id,
     )
-    .bind(payment_id)
-    .bind(charge_id)
     .execute(&mut *tx)
     .await?;
     tx.commit().await?;
@@ -48,10 +48,10 @@ pub async fn refund_charge(
 
 /// Whether we refunded `charge_id` already.
 pub async fn refunded(db: &PgPool, charge_id: &str) -> Result<bool, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM provider_refunds WHERE provider_charge_id = $1)",
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM provider_refunds WHERE provider_charge_id = $1) AS "refunded!""#,
+        charge_id,
     )
-    .bind(charge_id)
     .fetch_one(db)
     .await
 }
