@@ -49,7 +49,7 @@ struct ChargeRequest {
     reference: String,
 }
 
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Charge {
     pub id: String,
     pub tx_no: i64,
@@ -61,9 +61,6 @@ pub struct Charge {
     pub failure_code: Option<String>,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
-
-pub const CHARGE_COLUMNS: &str =
-    "id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at";
 
 async fn create(
     State(db): State<PgPool>,
@@ -82,21 +79,22 @@ async fn create(
 
     let fingerprint = fingerprint(&request);
     let mut tx = db.begin().await?;
-    let inserted: Option<Charge> = sqlx::query_as(&format!(
+    let inserted = sqlx::query_as!(
+        Charge,
         "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status, failure_code)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT ON CONSTRAINT charges_idempotency_key_key DO NOTHING
-         RETURNING {CHARGE_COLUMNS}"
-    ))
-    .bind(format!("ch_{}", uuid::Uuid::new_v4().simple()))
-    .bind(&key)
-    .bind(&fingerprint)
-    .bind(request.amount_cents)
-    .bind(&request.currency)
-    .bind(&request.card_number[request.card_number.len() - 4..])
-    .bind(&request.reference)
-    .bind(outcome(&request.card_number))
-    .bind((request.card_number == CARD_DECLINED).then_some("card_declined"))
+         RETURNING id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at",
+        format!("ch_{}", uuid::Uuid::new_v4().simple()),
+        key,
+        fingerprint,
+        request.amount_cents,
+        request.currency,
+        &request.card_number[request.card_number.len() - 4..],
+        request.reference,
+        outcome(&request.card_number),
+        (request.card_number == CARD_DECLINED).then_some("card_declined"),
+    )
     .fetch_optional(&mut *tx)
     .await?;
 
@@ -126,18 +124,19 @@ async fn charge_again(
     fingerprint: &str,
     chaos: &crate::settings::Chaos,
 ) -> Result<(), ProviderError> {
-    let double: Charge = sqlx::query_as(&format!(
+    let double = sqlx::query_as!(
+        Charge,
         "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'succeeded')
-         RETURNING {CHARGE_COLUMNS}"
-    ))
-    .bind(format!("ch_{}", uuid::Uuid::new_v4().simple()))
-    .bind(format!("{key}#charged-twice"))
-    .bind(fingerprint)
-    .bind(charge.amount_cents)
-    .bind(&charge.currency)
-    .bind(&charge.card_last4)
-    .bind(&charge.reference)
+         RETURNING id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at",
+        format!("ch_{}", uuid::Uuid::new_v4().simple()),
+        format!("{key}#charged-twice"),
+        fingerprint,
+        charge.amount_cents,
+        charge.currency,
+        charge.card_last4,
+        charge.reference,
+    )
     .fetch_one(&mut *tx)
     .await?;
     tracing::warn!(charge = %double.id, reference = %charge.reference, "sandbox chaos: charged twice");
@@ -162,18 +161,21 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<String, ProviderError> {
 
 /// The same key again: the stored charge if the parameters match.
 async fn replay(db: &PgPool, key: &str, fingerprint: &str) -> Result<Response, ProviderError> {
-    let stored_fingerprint: String =
-        sqlx::query_scalar("SELECT request_fingerprint FROM charges WHERE idempotency_key = $1")
-            .bind(key)
-            .fetch_one(db)
-            .await?;
+    let stored_fingerprint = sqlx::query_scalar!(
+        "SELECT request_fingerprint FROM charges WHERE idempotency_key = $1",
+        key
+    )
+    .fetch_one(db)
+    .await?;
     if stored_fingerprint != fingerprint {
         return Err(ProviderError::KeyReused);
     }
-    let charge: Charge = sqlx::query_as(&format!(
-        "SELECT {CHARGE_COLUMNS} FROM charges WHERE idempotency_key = $1"
-    ))
-    .bind(key)
+    let charge = sqlx::query_as!(
+        Charge,
+        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
+           FROM charges WHERE idempotency_key = $1",
+        key
+    )
     .fetch_one(db)
     .await?;
     Ok((
@@ -247,10 +249,12 @@ async fn find_by_reference(
     State(db): State<PgPool>,
     axum::extract::Query(query): axum::extract::Query<ByReference>,
 ) -> Result<Json<Vec<Charge>>, ProviderError> {
-    let charges = sqlx::query_as(&format!(
-        "SELECT {CHARGE_COLUMNS} FROM charges WHERE reference = $1 ORDER BY tx_no"
-    ))
-    .bind(query.reference)
+    let charges = sqlx::query_as!(
+        Charge,
+        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
+           FROM charges WHERE reference = $1 ORDER BY tx_no",
+        query.reference
+    )
     .fetch_all(&db)
     .await?;
     Ok(Json(charges))
@@ -260,10 +264,12 @@ async fn show(
     State(db): State<PgPool>,
     Path(id): Path<String>,
 ) -> Result<Json<Charge>, ProviderError> {
-    sqlx::query_as(&format!(
-        "SELECT {CHARGE_COLUMNS} FROM charges WHERE id = $1"
-    ))
-    .bind(id)
+    sqlx::query_as!(
+        Charge,
+        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
+           FROM charges WHERE id = $1",
+        id
+    )
     .fetch_optional(&db)
     .await?
     .map(Json)

@@ -21,7 +21,7 @@ use crate::{error::ProviderError, startup::ProviderState};
 
 /// One ledger entry: a charge (`kind: charge`, its status) or a refund (`kind: refund`,
 /// status `refunded`, naming the charge it gave back).
-#[derive(Clone, Debug, Serialize, sqlx::FromRow)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Entry {
     pub kind: String,
     pub id: String,
@@ -33,13 +33,6 @@ pub struct Entry {
     pub failure_code: Option<String>,
     pub created_at: DateTime<Utc>,
 }
-
-const ENTRIES: &str = "
-    SELECT 'charge' AS kind, id, NULL::text AS charge_id, amount_cents, currency, reference, status,
-           failure_code, created_at FROM charges
-    UNION ALL
-    SELECT 'refund', id, charge_id, amount_cents, currency, reference, 'refunded', NULL, created_at
-      FROM refunds";
 
 const MAX_PAGE: i64 = 100;
 
@@ -89,14 +82,26 @@ async fn list(
         }
         (None, since) => (since, String::new()),
     };
-    let mut data: Vec<Entry> = sqlx::query_as(&format!(
-        "SELECT * FROM ({ENTRIES}) ledger
-          WHERE (created_at, id) > (coalesce($1, '-infinity'::timestamptz), $2)
-          ORDER BY created_at, id LIMIT $3"
-    ))
-    .bind(after_time)
-    .bind(after_id)
-    .bind(limit + 1)
+    // A union's columns have no table behind them, so their nullability is stated here: only
+    // `charge_id` (a charge names none) and `failure_code` can be null.
+    let mut data = sqlx::query_as!(
+        Entry,
+        r#"SELECT kind AS "kind!", id AS "id!", charge_id AS "charge_id?",
+                  amount_cents AS "amount_cents!", currency AS "currency!",
+                  reference AS "reference!", status AS "status!",
+                  failure_code AS "failure_code?", created_at AS "created_at!"
+             FROM (SELECT 'charge' AS kind, id, NULL::text AS charge_id, amount_cents, currency,
+                          reference, status, failure_code, created_at FROM charges
+                   UNION ALL
+                   SELECT 'refund', id, charge_id, amount_cents, currency, reference, 'refunded',
+                          NULL, created_at
+                     FROM refunds) ledger
+            WHERE (created_at, id) > (coalesce($1, '-infinity'::timestamptz), $2)
+            ORDER BY created_at, id LIMIT $3"#,
+        after_time,
+        after_id,
+        limit + 1,
+    )
     .fetch_all(&db)
     .await?;
     let has_more = data.len() as i64 > limit;

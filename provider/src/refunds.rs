@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use crate::{
-    charges::{idempotency_key, Charge, CHARGE_COLUMNS},
+    charges::{idempotency_key, Charge},
     error::ProviderError,
     settings::SharedSettings,
     startup::ProviderState,
@@ -33,7 +33,7 @@ struct RefundRequest {
     charge_id: String,
 }
 
-#[derive(Debug, Serialize, sqlx::FromRow)]
+#[derive(Debug, Serialize)]
 pub struct Refund {
     pub id: String,
     pub charge_id: String,
@@ -42,8 +42,6 @@ pub struct Refund {
     pub reference: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
-
-const REFUND_COLUMNS: &str = "id, charge_id, amount_cents, currency, reference, created_at";
 
 async fn create(
     State(db): State<PgPool>,
@@ -57,10 +55,12 @@ async fn create(
     })?;
     let fingerprint = hex::encode(Sha256::digest(request.charge_id.as_bytes()));
     let mut tx = db.begin().await?;
-    let charge: Charge = sqlx::query_as(&format!(
-        "SELECT {CHARGE_COLUMNS} FROM charges WHERE id = $1 FOR UPDATE"
-    ))
-    .bind(&request.charge_id)
+    let charge = sqlx::query_as!(
+        Charge,
+        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
+           FROM charges WHERE id = $1 FOR UPDATE",
+        request.charge_id
+    )
     .fetch_optional(&mut *tx)
     .await?
     .ok_or(ProviderError::NotFound)?;
@@ -73,19 +73,20 @@ async fn create(
             format!("charge {} is {}", charge.id, charge.status),
         ));
     }
-    let refund: Option<Refund> = sqlx::query_as(&format!(
+    let refund = sqlx::query_as!(
+        Refund,
         "INSERT INTO refunds (id, charge_id, idempotency_key, request_fingerprint, amount_cents, currency, reference)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT ON CONSTRAINT refunds_one_per_charge DO NOTHING
-         RETURNING {REFUND_COLUMNS}"
-    ))
-    .bind(format!("re_{}", uuid::Uuid::new_v4().simple()))
-    .bind(&charge.id)
-    .bind(&key)
-    .bind(&fingerprint)
-    .bind(charge.amount_cents)
-    .bind(&charge.currency)
-    .bind(&charge.reference)
+         RETURNING id, charge_id, amount_cents, currency, reference, created_at",
+        format!("re_{}", uuid::Uuid::new_v4().simple()),
+        charge.id,
+        key,
+        fingerprint,
+        charge.amount_cents,
+        charge.currency,
+        charge.reference,
+    )
     .fetch_optional(&mut *tx)
     .await?;
     let Some(refund) = refund else {
@@ -114,38 +115,24 @@ async fn replay(
     key: &str,
     fingerprint: &str,
 ) -> Result<Option<Response>, ProviderError> {
-    let stored: Option<(String, Refund)> = sqlx::query_as::<
-        _,
-        (
-            String,
-            String,
-            String,
-            i64,
-            String,
-            String,
-            chrono::DateTime<chrono::Utc>,
-        ),
-    >(&format!(
-        "SELECT request_fingerprint, {REFUND_COLUMNS} FROM refunds WHERE idempotency_key = $1"
-    ))
-    .bind(key)
+    let stored = sqlx::query!(
+        "SELECT request_fingerprint, id, charge_id, amount_cents, currency, reference, created_at
+           FROM refunds WHERE idempotency_key = $1",
+        key
+    )
     .fetch_optional(&mut *tx)
     .await?
-    .map(
-        |(f, id, charge_id, amount_cents, currency, reference, created_at)| {
-            (
-                f,
-                Refund {
-                    id,
-                    charge_id,
-                    amount_cents,
-                    currency,
-                    reference,
-                    created_at,
-                },
-            )
-        },
-    );
+    .map(|row| {
+        let refund = Refund {
+            id: row.id,
+            charge_id: row.charge_id,
+            amount_cents: row.amount_cents,
+            currency: row.currency,
+            reference: row.reference,
+            created_at: row.created_at,
+        };
+        (row.request_fingerprint, refund)
+    });
     let Some((stored_fingerprint, refund)) = stored else {
         return Ok(None);
     };

@@ -94,6 +94,8 @@ async fn create_database_if_missing(url: &str) -> anyhow::Result<()> {
     let options: PgConnectOptions = url.parse()?;
     let name = options.get_database().unwrap_or("once_provider").to_owned();
     let mut admin = options.database("postgres").connect().await?;
+    // Run-time SQL on purpose: the database's name comes from the configured URL, and an
+    // identifier cannot be a bound parameter (nor is there a schema to check it against yet).
     let created = sqlx::query(&format!(
         "CREATE DATABASE \"{}\"",
         name.replace('"', "\"\"")

@@ -66,15 +66,17 @@ pub async fn enqueue_event(
         }
     });
     for _ in 0..=chaos.duplicates {
-        sqlx::query(
+        // `::bigint`: the delay is a whole number of milliseconds (unannotated, Postgres
+        // would ask for a float8 here).
+        sqlx::query!(
             "INSERT INTO webhook_deliveries (event_id, tx_no, event_type, payload, next_attempt_at)
-             VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond')",
+             VALUES ($1, $2, $3, $4, now() + $5::bigint * interval '1 millisecond')",
+            event_id,
+            tx_no,
+            event_type,
+            payload,
+            chaos.delay_ms as i64,
         )
-        .bind(&event_id)
-        .bind(tx_no)
-        .bind(event_type)
-        .bind(&payload)
-        .bind(chaos.delay_ms as i64)
         .execute(&mut *tx)
         .await?;
     }
@@ -94,7 +96,6 @@ pub fn sign(secret: &str, timestamp: i64, body: &[u8]) -> String {
     )
 }
 
-#[derive(sqlx::FromRow)]
 struct Due {
     id: i64,
     payload: serde_json::Value,
@@ -110,14 +111,15 @@ pub async fn try_execute_task(
 ) -> Result<usize, sqlx::Error> {
     let Settings { webhook_url, chaos } = settings.get();
     let mut tx = db.begin().await?;
-    let due: Vec<Due> = sqlx::query_as(
+    let due = sqlx::query_as!(
+        Due,
         "SELECT id, payload, attempts FROM webhook_deliveries
           WHERE delivered_at IS NULL AND next_attempt_at <= now()
           ORDER BY CASE WHEN $1 THEN random() ELSE id::float8 END
           LIMIT $2 FOR UPDATE SKIP LOCKED",
+        chaos.shuffle,
+        BATCH,
     )
-    .bind(chaos.shuffle)
-    .bind(BATCH)
     .fetch_all(&mut *tx)
     .await?;
     for delivery in &due {
@@ -160,22 +162,24 @@ async fn record(
     outcome: Result<(), String>,
 ) -> Result<(), sqlx::Error> {
     match outcome {
-        Ok(()) => sqlx::query("UPDATE webhook_deliveries SET delivered_at = now(), attempts = attempts + 1 WHERE id = $1")
-            .bind(delivery.id)
-            .execute(tx)
-            .await
-            .map(drop),
+        Ok(()) => sqlx::query!(
+            "UPDATE webhook_deliveries SET delivered_at = now(), attempts = attempts + 1 WHERE id = $1",
+            delivery.id
+        )
+        .execute(tx)
+        .await
+        .map(drop),
         Err(error) => {
             let bound = (500.0 * 2f64.powi(delivery.attempts)).min(MAX_BACKOFF_MS);
             let wait_ms = (bound / 2.0 + rand::random::<f64>() * bound / 2.0) as i64;
             tracing::info!(delivery = delivery.id, %error, wait_ms, "webhook delivery failed; will retry");
-            sqlx::query(
+            sqlx::query!(
                 "UPDATE webhook_deliveries SET attempts = attempts + 1, last_error = $2,
-                        next_attempt_at = now() + $3 * interval '1 millisecond' WHERE id = $1",
+                        next_attempt_at = now() + $3::bigint * interval '1 millisecond' WHERE id = $1",
+                delivery.id,
+                error,
+                wait_ms,
             )
-            .bind(delivery.id)
-            .bind(error)
-            .bind(wait_ms)
             .execute(tx)
             .await
             .map(drop)

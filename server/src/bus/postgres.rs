@@ -29,25 +29,25 @@ impl Bus for PgBus {
     async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
         let id = Uuid::parse_str(&message.id)?;
         let mut tx = self.db.begin().await?;
-        let stored = sqlx::query(
+        let stored = sqlx::query!(
             "INSERT INTO bus_messages (id, subject, body) VALUES ($1, $2, $3)
              ON CONFLICT ON CONSTRAINT bus_messages_pkey DO NOTHING",
+            id,
+            message.subject,
+            message.body,
         )
-        .bind(id)
-        .bind(&message.subject)
-        .bind(&message.body)
         .execute(&mut *tx)
         .await?
         .rows_affected();
         if stored == 0 {
             return Ok(Published::Duplicate);
         }
-        sqlx::query(
+        sqlx::query!(
             "INSERT INTO bus_deliveries (consumer, message_id)
              SELECT name, $1 FROM bus_consumers WHERE subject = $2",
+            id,
+            message.subject,
         )
-        .bind(id)
-        .bind(&message.subject)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -55,11 +55,12 @@ impl Bus for PgBus {
     }
 
     async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
-        let declared: Option<String> =
-            sqlx::query_scalar("SELECT subject FROM bus_consumers WHERE name = $1")
-                .bind(consumer.name)
-                .fetch_optional(&self.db)
-                .await?;
+        let declared = sqlx::query_scalar!(
+            "SELECT subject FROM bus_consumers WHERE name = $1",
+            consumer.name
+        )
+        .fetch_optional(&self.db)
+        .await?;
         anyhow::ensure!(
             declared.as_deref() == Some(consumer.subject),
             "consumer {} on {} is not declared in bus_consumers",
@@ -80,7 +81,6 @@ struct PgSubscription {
     wakeup: Wakeup,
 }
 
-#[derive(sqlx::FromRow)]
 struct Claimed {
     message_id: Uuid,
     subject: String,
@@ -90,7 +90,10 @@ struct Claimed {
 
 impl PgSubscription {
     async fn claim(&self, max: usize) -> anyhow::Result<Vec<Delivery>> {
-        let rows: Vec<Claimed> = sqlx::query_as(
+        // The ack wait is a `std::time::Duration`, which sqlx encodes as an interval but the
+        // macro's check knows only as `PgInterval`: `as _` binds it as before.
+        let rows = sqlx::query_as!(
+            Claimed,
             "UPDATE bus_deliveries d
                 SET deliveries = d.deliveries + 1, visible_at = now() + $3
                FROM bus_messages m
@@ -103,11 +106,11 @@ impl PgSubscription {
                      LIMIT $2
                        FOR UPDATE SKIP LOCKED)
           RETURNING d.message_id, m.subject, m.body, d.deliveries",
+            self.spec.name,
+            max as i64,
+            self.spec.ack_wait as _,
+            super::MAX_DELIVER as i32,
         )
-        .bind(self.spec.name)
-        .bind(max as i64)
-        .bind(self.spec.ack_wait)
-        .bind(super::MAX_DELIVER as i32)
         .fetch_all(&self.db)
         .await?;
         Ok(rows
@@ -149,11 +152,11 @@ struct PgAcker {
 
 impl PgAcker {
     async fn settle(&self) -> anyhow::Result<()> {
-        sqlx::query(
+        sqlx::query!(
             "UPDATE bus_deliveries SET settled_at = now() WHERE consumer = $1 AND message_id = $2",
+            self.consumer,
+            self.message_id,
         )
-        .bind(self.consumer)
-        .bind(self.message_id)
         .execute(&self.db)
         .await?;
         Ok(())
@@ -167,14 +170,15 @@ impl Acker for PgAcker {
     }
 
     async fn nak(&self, delay: Duration) -> anyhow::Result<()> {
-        sqlx::query(
+        // PostgreSQL intervals stop at microseconds; `as _` as in `claim`.
+        let delay = Duration::from_micros(delay.as_micros() as u64);
+        sqlx::query!(
             "UPDATE bus_deliveries SET visible_at = now() + $3
               WHERE consumer = $1 AND message_id = $2 AND settled_at IS NULL",
+            self.consumer,
+            self.message_id,
+            delay as _,
         )
-        .bind(self.consumer)
-        .bind(self.message_id)
-        // PostgreSQL intervals stop at microseconds.
-        .bind(Duration::from_micros(delay.as_micros() as u64))
         .execute(&self.db)
         .await?;
         Ok(())

@@ -28,13 +28,13 @@ async fn show(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
-    let html: Option<String> = sqlx::query_scalar(
+    let html = sqlx::query_scalar!(
         "SELECT e.html_body FROM emails e JOIN orders o ON o.id = e.order_id
           WHERE o.id = $1 AND o.session_id = $2 AND e.kind = $3",
+        id,
+        shopper.id,
+        ORDER_CONFIRMATION,
     )
-    .bind(id)
-    .bind(&shopper.id)
-    .bind(ORDER_CONFIRMATION)
     .fetch_optional(&db)
     .await?;
     let html = html.ok_or(ApiError::NotFound)?;
@@ -76,7 +76,6 @@ pub struct ConfirmationText<'a> {
     pub total: &'a str,
 }
 
-#[derive(sqlx::FromRow)]
 struct OrderFacts {
     order_no: String,
     currency: String,
@@ -89,23 +88,28 @@ pub async fn queue_confirmation(
     order_id: Uuid,
     shipment_no: &str,
 ) -> Result<(), anyhow::Error> {
-    let order: OrderFacts =
-        sqlx::query_as("SELECT order_no, currency, total_cents FROM orders WHERE id = $1")
-            .bind(order_id)
-            .fetch_one(&mut *tx)
-            .await?;
-    let lines: Vec<(String, i32, i64)> = sqlx::query_as(
-        "SELECT name, quantity, unit_price_cents FROM order_items WHERE order_id = $1 ORDER BY line_no",
+    let order = sqlx::query_as!(
+        OrderFacts,
+        "SELECT order_no, currency, total_cents FROM orders WHERE id = $1",
+        order_id
     )
-    .bind(order_id)
+    .fetch_one(&mut *tx)
+    .await?;
+    let lines = sqlx::query!(
+        "SELECT name, quantity, unit_price_cents FROM order_items WHERE order_id = $1 ORDER BY line_no",
+        order_id
+    )
     .fetch_all(&mut *tx)
     .await?;
     let lines: Vec<Line> = lines
         .into_iter()
-        .map(|(name, quantity, unit)| Line {
-            name,
-            quantity,
-            amount: format_money(unit * i64::from(quantity), &order.currency),
+        .map(|line| Line {
+            amount: format_money(
+                line.unit_price_cents * i64::from(line.quantity),
+                &order.currency,
+            ),
+            name: line.name,
+            quantity: line.quantity,
         })
         .collect();
     let total = format_money(order.total_cents, &order.currency);
@@ -125,18 +129,18 @@ pub async fn queue_confirmation(
         total: &total,
     }
     .render()?;
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO emails (id, order_id, kind, recipient, subject, html_body, text_body)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT ON CONSTRAINT emails_one_per_order_and_kind DO NOTHING",
+        Uuid::new_v4(),
+        order_id,
+        ORDER_CONFIRMATION,
+        recipient(&order.order_no),
+        subject,
+        html,
+        text,
     )
-    .bind(Uuid::new_v4())
-    .bind(order_id)
-    .bind(ORDER_CONFIRMATION)
-    .bind(recipient(&order.order_no))
-    .bind(&subject)
-    .bind(html)
-    .bind(text)
     .execute(&mut *tx)
     .await?;
     Ok(())

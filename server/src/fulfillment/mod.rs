@@ -101,12 +101,12 @@ fn paid_order(event: &Event) -> Result<Uuid, HandlerError> {
 
 /// Records the event as consumed; false if it was consumed before (by any process).
 async fn first_consumption(tx: &mut PgConnection, event_id: Uuid) -> Result<bool, sqlx::Error> {
-    let inserted = sqlx::query(
+    let inserted = sqlx::query!(
         "INSERT INTO consumed_events (consumer, event_id, outcome) VALUES ($1, $2, 'pending')
          ON CONFLICT ON CONSTRAINT consumed_events_pkey DO NOTHING",
+        CONSUMER,
+        event_id,
     )
-    .bind(CONSUMER)
-    .bind(event_id)
     .execute(tx)
     .await?
     .rows_affected();
@@ -118,22 +118,25 @@ async fn set_outcome(
     event_id: Uuid,
     outcome: Outcome,
 ) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE consumed_events SET outcome = $3 WHERE consumer = $1 AND event_id = $2")
-        .bind(CONSUMER)
-        .bind(event_id)
-        .bind(outcome.as_str())
-        .execute(tx)
-        .await?;
+    sqlx::query!(
+        "UPDATE consumed_events SET outcome = $3 WHERE consumer = $1 AND event_id = $2",
+        CONSUMER,
+        event_id,
+        outcome.as_str(),
+    )
+    .execute(tx)
+    .await?;
     Ok(())
 }
 
 /// The side effects for a paid order, under the order row's lock.
 async fn fulfill(tx: &mut PgConnection, order_id: Uuid) -> Result<Outcome, HandlerError> {
-    let status: Option<String> =
-        sqlx::query_scalar("SELECT status FROM orders WHERE id = $1 FOR UPDATE")
-            .bind(order_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+    let status = sqlx::query_scalar!(
+        "SELECT status FROM orders WHERE id = $1 FOR UPDATE",
+        order_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     match status.as_deref() {
         None => {
             return Err(HandlerError::Poison(format!(
@@ -150,10 +153,10 @@ async fn fulfill(tx: &mut PgConnection, order_id: Uuid) -> Result<Outcome, Handl
         return Ok(Outcome::Backordered);
     }
     let shipment = ship(tx, fulfillment_id).await?;
-    sqlx::query(
+    sqlx::query!(
         "UPDATE orders SET status = 'fulfilled', updated_at = now() WHERE id = $1 AND status = 'paid'",
+        order_id
     )
-    .bind(order_id)
     .execute(&mut *tx)
     .await?;
     outbox::record(
@@ -174,24 +177,26 @@ async fn claim_fulfillment(
     tx: &mut PgConnection,
     order_id: Uuid,
 ) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar(
+    sqlx::query_scalar!(
         "INSERT INTO fulfillments (id, order_id, status) VALUES ($1, $2, 'backordered')
          ON CONFLICT ON CONSTRAINT fulfillments_one_per_order DO NOTHING
          RETURNING id",
+        Uuid::new_v4(),
+        order_id,
     )
-    .bind(Uuid::new_v4())
-    .bind(order_id)
     .fetch_optional(tx)
     .await
 }
 
 /// Marks the fulfillment shipped with the next shipment number; returns its label.
 async fn ship(tx: &mut PgConnection, fulfillment_id: Uuid) -> Result<String, sqlx::Error> {
-    let shipment_no: i64 = sqlx::query_scalar(
-        "UPDATE fulfillments SET status = 'shipped', shipment_no = nextval('shipment_no_seq')
-          WHERE id = $1 RETURNING shipment_no",
+    // `shipment_no` is nullable in the table (a backordered fulfillment has none); this
+    // statement has just set it.
+    let shipment_no = sqlx::query_scalar!(
+        r#"UPDATE fulfillments SET status = 'shipped', shipment_no = nextval('shipment_no_seq')
+          WHERE id = $1 RETURNING shipment_no AS "shipment_no!""#,
+        fulfillment_id
     )
-    .bind(fulfillment_id)
     .fetch_one(tx)
     .await?;
     Ok(shipment_label(shipment_no))

@@ -12,24 +12,26 @@ use uuid::Uuid;
 /// conditional (`stock >= quantity`) and runs in a savepoint that is undone unless every
 /// line was served; `products_stock_not_negative` stands behind both.
 pub async fn take(tx: &mut PgConnection, order_id: Uuid) -> Result<bool, sqlx::Error> {
-    sqlx::query(
+    sqlx::query!(
         "SELECT p.sku FROM products p JOIN order_items i ON i.sku = p.sku
           WHERE i.order_id = $1 ORDER BY p.sku FOR NO KEY UPDATE OF p",
+        order_id
     )
-    .bind(order_id)
     .fetch_all(&mut *tx)
     .await?;
     let mut savepoint = tx.begin().await?;
-    let lines: i64 = sqlx::query_scalar("SELECT count(*) FROM order_items WHERE order_id = $1")
-        .bind(order_id)
-        .fetch_one(&mut *savepoint)
-        .await?;
-    let served = sqlx::query(
+    let lines = sqlx::query_scalar!(
+        r#"SELECT count(*) AS "lines!" FROM order_items WHERE order_id = $1"#,
+        order_id
+    )
+    .fetch_one(&mut *savepoint)
+    .await?;
+    let served = sqlx::query!(
         "UPDATE products p SET stock = p.stock - i.quantity
            FROM order_items i
           WHERE i.order_id = $1 AND p.sku = i.sku AND p.stock >= i.quantity",
+        order_id
     )
-    .bind(order_id)
     .execute(&mut *savepoint)
     .await?
     .rows_affected();

@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use crate::bus::Message;
 
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, sqlx::FromRow)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     pub id: Uuid,
     pub event_type: String,

@@ -19,15 +19,15 @@ pub async fn record(
     payload: Value,
 ) -> Result<Uuid, sqlx::Error> {
     let id = Uuid::new_v4();
-    sqlx::query(
+    sqlx::query!(
         "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
          VALUES ($1, $2, $3, $4, $5)",
+        id,
+        aggregate_type,
+        aggregate_id,
+        event_type,
+        payload,
     )
-    .bind(id)
-    .bind(aggregate_type)
-    .bind(aggregate_id)
-    .bind(event_type)
-    .bind(payload)
     .execute(tx)
     .await?;
     Ok(id)

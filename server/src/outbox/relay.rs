@@ -6,9 +6,9 @@
 //! the repeat. Progress is the `published_at` column, never "the highest id seen": ids
 //! (and sequence values) commit out of order.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
-use sqlx::PgPool;
+use sqlx::{postgres::PgQueryResult, PgPool};
 use tokio_util::sync::CancellationToken;
 
 use super::Event;
@@ -34,15 +34,19 @@ impl Relay {
     /// Publishes one batch; returns how many events it published (0: nothing to do).
     pub async fn try_execute_task(&self) -> anyhow::Result<usize> {
         let mut tx = self.db.begin().await?;
-        let events: Vec<Event> = sqlx::query_as(
-            "SELECT id, event_type, aggregate_type, aggregate_id, payload, created_at
+        // `: _` (the field's type): sqlx's `time` feature, enabled in this crate by the session
+        // store, makes the macros read a timestamptz as `time` unless told otherwise.
+        let events = sqlx::query_as!(
+            Event,
+            r#"SELECT id, event_type, aggregate_type, aggregate_id, payload,
+                      created_at AS "created_at: _"
                FROM outbox_events
               WHERE published_at IS NULL
               ORDER BY created_at
               LIMIT $1
-                FOR UPDATE SKIP LOCKED",
+                FOR UPDATE SKIP LOCKED"#,
+            BATCH
         )
-        .bind(BATCH)
         .fetch_all(&mut *tx)
         .await?;
         for event in &events {
@@ -52,10 +56,12 @@ impl Relay {
             }
         }
         let ids: Vec<_> = events.iter().map(|e| e.id).collect();
-        sqlx::query("UPDATE outbox_events SET published_at = now() WHERE id = ANY($1)")
-            .bind(&ids)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query!(
+            "UPDATE outbox_events SET published_at = now() WHERE id = ANY($1)",
+            &ids[..]
+        )
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(events.len())
     }
@@ -93,40 +99,43 @@ const PRUNE_BATCH: i64 = 1000;
 pub async fn prune(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
     let cutoff =
         chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-    let events = delete_in_batches(
-        db,
-        "DELETE FROM outbox_events WHERE id IN (
-             SELECT id FROM outbox_events WHERE published_at < $1 LIMIT $2)",
-        cutoff,
-    )
+    // `cutoff as _`: a chrono time, which the macros (with `time` enabled) cannot check.
+    let events = delete_in_batches(|| {
+        sqlx::query!(
+            "DELETE FROM outbox_events WHERE id IN (
+                 SELECT id FROM outbox_events WHERE published_at < $1 LIMIT $2)",
+            cutoff as _,
+            PRUNE_BATCH,
+        )
+        .execute(db)
+    })
     .await?;
-    delete_in_batches(
-        db,
-        "DELETE FROM bus_messages WHERE id IN (
-             SELECT m.id FROM bus_messages m
-              WHERE m.published_at < $1
-                AND NOT EXISTS (SELECT 1 FROM bus_deliveries d
-                                 WHERE d.message_id = m.id AND d.settled_at IS NULL)
-              LIMIT $2)",
-        cutoff,
-    )
+    delete_in_batches(|| {
+        sqlx::query!(
+            "DELETE FROM bus_messages WHERE id IN (
+                 SELECT m.id FROM bus_messages m
+                  WHERE m.published_at < $1
+                    AND NOT EXISTS (SELECT 1 FROM bus_deliveries d
+                                     WHERE d.message_id = m.id AND d.settled_at IS NULL)
+                  LIMIT $2)",
+            cutoff as _,
+            PRUNE_BATCH,
+        )
+        .execute(db)
+    })
     .await?;
     Ok(events)
 }
 
-async fn delete_in_batches(
-    db: &PgPool,
-    sql: &str,
-    cutoff: chrono::DateTime<chrono::Utc>,
-) -> Result<u64, sqlx::Error> {
+/// Runs `delete` (one batch of at most `PRUNE_BATCH` rows) until a batch comes up short.
+async fn delete_in_batches<F, Fut>(mut delete: F) -> Result<u64, sqlx::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<PgQueryResult, sqlx::Error>>,
+{
     let mut total = 0;
     loop {
-        let deleted = sqlx::query(sql)
-            .bind(cutoff)
-            .bind(PRUNE_BATCH)
-            .execute(db)
-            .await?
-            .rows_affected();
+        let deleted = delete().await?.rows_affected();
         total += deleted;
         if deleted < PRUNE_BATCH as u64 {
             return Ok(total);
