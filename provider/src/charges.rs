@@ -81,10 +81,10 @@ async fn create(
     let mut tx = db.begin().await?;
     let inserted = sqlx::query_as!(
         Charge,
-        "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status, failure_code)
+        r#"INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status, failure_code)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
          ON CONFLICT ON CONSTRAINT charges_idempotency_key_key DO NOTHING
-         RETURNING id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at",
+         RETURNING id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at AS "created_at: _""#,
         format!("ch_{}", uuid::Uuid::new_v4().simple()),
         key,
         fingerprint,
@@ -126,9 +126,9 @@ async fn charge_again(
 ) -> Result<(), ProviderError> {
     let double = sqlx::query_as!(
         Charge,
-        "INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status)
+        r#"INSERT INTO charges (id, idempotency_key, request_fingerprint, amount_cents, currency, card_last4, reference, status)
          VALUES ($1, $2, $3, $4, $5, $6, $7, 'succeeded')
-         RETURNING id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at",
+         RETURNING id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at AS "created_at: _""#,
         format!("ch_{}", uuid::Uuid::new_v4().simple()),
         format!("{key}#charged-twice"),
         fingerprint,
@@ -172,8 +172,8 @@ async fn replay(db: &PgPool, key: &str, fingerprint: &str) -> Result<Response, P
     }
     let charge = sqlx::query_as!(
         Charge,
-        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
-           FROM charges WHERE idempotency_key = $1",
+        r#"SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at AS "created_at: _"
+           FROM charges WHERE idempotency_key = $1"#,
         key
     )
     .fetch_one(db)
@@ -251,8 +251,8 @@ async fn find_by_reference(
 ) -> Result<Json<Vec<Charge>>, ProviderError> {
     let charges = sqlx::query_as!(
         Charge,
-        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
-           FROM charges WHERE reference = $1 ORDER BY tx_no",
+        r#"SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at AS "created_at: _"
+           FROM charges WHERE reference = $1 ORDER BY tx_no"#,
         query.reference
     )
     .fetch_all(&db)
@@ -266,8 +266,8 @@ async fn show(
 ) -> Result<Json<Charge>, ProviderError> {
     sqlx::query_as!(
         Charge,
-        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
-           FROM charges WHERE id = $1",
+        r#"SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at AS "created_at: _"
+           FROM charges WHERE id = $1"#,
         id
     )
     .fetch_optional(&db)

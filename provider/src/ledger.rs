@@ -89,7 +89,7 @@ async fn list(
         r#"SELECT kind AS "kind!", id AS "id!", charge_id AS "charge_id?",
                   amount_cents AS "amount_cents!", currency AS "currency!",
                   reference AS "reference!", status AS "status!",
-                  failure_code AS "failure_code?", created_at AS "created_at!"
+                  failure_code AS "failure_code?", created_at AS "created_at!: _"
              FROM (SELECT 'charge' AS kind, id, NULL::text AS charge_id, amount_cents, currency,
                           reference, status, failure_code, created_at FROM charges
                    UNION ALL
@@ -98,7 +98,10 @@ async fn list(
                      FROM refunds) ledger
             WHERE (created_at, id) > (coalesce($1, '-infinity'::timestamptz), $2)
             ORDER BY created_at, id LIMIT $3"#,
-        after_time,
+        // The server crate's session store turns on sqlx's `time` types in a workspace build,
+        // and the macros then expect those; the column's override above and this cast keep
+        // chrono's (docs/decisions/0005-compile-checked-sql.md).
+        after_time as _,
         after_id,
         limit + 1,
     )

@@ -57,8 +57,8 @@ async fn create(
     let mut tx = db.begin().await?;
     let charge = sqlx::query_as!(
         Charge,
-        "SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at
-           FROM charges WHERE id = $1 FOR UPDATE",
+        r#"SELECT id, tx_no, amount_cents, currency, card_last4, reference, status, failure_code, created_at AS "created_at: _"
+           FROM charges WHERE id = $1 FOR UPDATE"#,
         request.charge_id
     )
     .fetch_optional(&mut *tx)
@@ -75,10 +75,10 @@ async fn create(
     }
     let refund = sqlx::query_as!(
         Refund,
-        "INSERT INTO refunds (id, charge_id, idempotency_key, request_fingerprint, amount_cents, currency, reference)
+        r#"INSERT INTO refunds (id, charge_id, idempotency_key, request_fingerprint, amount_cents, currency, reference)
          VALUES ($1, $2, $3, $4, $5, $6, $7)
          ON CONFLICT ON CONSTRAINT refunds_one_per_charge DO NOTHING
-         RETURNING id, charge_id, amount_cents, currency, reference, created_at",
+         RETURNING id, charge_id, amount_cents, currency, reference, created_at AS "created_at: _""#,
         format!("re_{}", uuid::Uuid::new_v4().simple()),
         charge.id,
         key,
@@ -116,8 +116,8 @@ async fn replay(
     fingerprint: &str,
 ) -> Result<Option<Response>, ProviderError> {
     let stored = sqlx::query!(
-        "SELECT request_fingerprint, id, charge_id, amount_cents, currency, reference, created_at
-           FROM refunds WHERE idempotency_key = $1",
+        r#"SELECT request_fingerprint, id, charge_id, amount_cents, currency, reference, created_at AS "created_at: chrono::DateTime<chrono::Utc>"
+           FROM refunds WHERE idempotency_key = $1"#,
         key
     )
     .fetch_optional(&mut *tx)
