@@ -223,21 +223,6 @@ pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
     }
 }
 
-/// Turns a named constraint violation into a clear client error; anything else stays an
-/// internal error. `map` builds the client error for the named constraint.
-pub trait OnConstraint<T> {
-    fn on_constraint(self, name: &str, map: impl FnOnce() -> ApiError) -> Result<T, ApiError>;
-}
-
-impl<T> OnConstraint<T> for Result<T, sqlx::Error> {
-    fn on_constraint(self, name: &str, map: impl FnOnce() -> ApiError) -> Result<T, ApiError> {
-        self.map_err(|e| match &e {
-            sqlx::Error::Database(db) if db.constraint() == Some(name) => map(),
-            _ => e.into(),
-        })
-    }
-}
-
 /// The answer for any unknown route under `/api`.
 pub async fn api_not_found() -> ApiError {
     ApiError::NotFound

@@ -129,6 +129,30 @@ pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
     Ok(pool)
 }
 
+/// Turns the violation of a named constraint into the caller's own error (a domain refusal,
+/// which the route then answers as a clear 4xx); any other database error passes through.
+/// The database decides the race, and the constraint's name says which one it decided.
+pub trait OnConstraint<T> {
+    fn on_constraint<E: From<sqlx::Error>>(
+        self,
+        name: &str,
+        map: impl FnOnce() -> E,
+    ) -> Result<T, E>;
+}
+
+impl<T> OnConstraint<T> for Result<T, sqlx::Error> {
+    fn on_constraint<E: From<sqlx::Error>>(
+        self,
+        name: &str,
+        map: impl FnOnce() -> E,
+    ) -> Result<T, E> {
+        self.map_err(|e| match &e {
+            sqlx::Error::Database(db) if db.constraint() == Some(name) => map(),
+            _ => e.into(),
+        })
+    }
+}
+
 /// Runs the shop's migrations. Transactional DDL makes a crash mid-migration harmless and
 /// re-running them on every start a no-op.
 pub async fn migrate(pool: &PgPool) -> anyhow::Result<()> {

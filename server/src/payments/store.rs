@@ -6,6 +6,8 @@ use serde::Serialize;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
+use crate::db::OnConstraint;
+
 /// The idempotency key of the request that made an attempt: the attempt's identity.
 pub struct AttemptKey {
     pub scope: String,
@@ -68,7 +70,7 @@ pub async fn begin_attempt(
     order_id: Uuid,
     attempt: &AttemptKey,
 ) -> Result<Attempt, AttemptRefused> {
-    let inserted = sqlx::query!(
+    sqlx::query!(
         "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
          SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
           WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
@@ -80,13 +82,8 @@ pub async fn begin_attempt(
         session_id,
     )
     .execute(db)
-    .await;
-    if let Err(sqlx::Error::Database(e)) = &inserted {
-        if e.constraint() == Some(ONE_PENDING_PER_ORDER) {
-            return Err(AttemptRefused::InProgress);
-        }
-    }
-    inserted?;
+    .await
+    .on_constraint(ONE_PENDING_PER_ORDER, || AttemptRefused::InProgress)?;
     let found = sqlx::query_as!(
         Attempt,
         "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
