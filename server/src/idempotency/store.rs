@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use sqlx::{PgExecutor, PgPool};
+use sqlx::{PgConnection, PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::db::Readers;
@@ -36,9 +36,26 @@ pub enum Claimed {
     Existing(Existing),
 }
 
-/// One attempt to become the executor of `req`.
+/// One attempt to become the executor of `req`. Its statements are single autocommit
+/// statements, like the first read, and run the same way: on a connection of `readers`,
+/// bounded in time, given back without the ping sqlx's pool sends after every use (one
+/// round trip of database work less per new key; docs/design.md, "Read first").
 pub async fn claim(
-    db: &PgPool,
+    readers: &Readers,
+    req: &IdempotentRequest,
+    lease: Duration,
+) -> Result<Claimed, sqlx::Error> {
+    let mut reader = readers.acquire().await?;
+    let within = reader.answer_within();
+    let claimed = tokio::time::timeout(within, claim_on(reader.conn(), req, lease))
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)??;
+    reader.done();
+    Ok(claimed)
+}
+
+async fn claim_on(
+    db: &mut PgConnection,
     req: &IdempotentRequest,
     lease: Duration,
 ) -> Result<Claimed, sqlx::Error> {
@@ -55,7 +72,7 @@ pub async fn claim(
         token,
         lease_ms
     )
-    .execute(db)
+    .execute(&mut *db)
     .await?;
     if inserted.rows_affected() == 1 {
         return Ok(Claimed::Fresh(token));
@@ -77,7 +94,7 @@ pub async fn claim(
         token,
         lease_ms
     )
-    .fetch_optional(db)
+    .fetch_optional(&mut *db)
     .await?;
     if let Some(previous) = reclaimed {
         return Ok(Claimed::Reclaimed {
@@ -116,8 +133,8 @@ impl KeyRow {
     }
 }
 
-async fn key_row(
-    db: &PgPool,
+async fn key_row<'e>(
+    db: impl PgExecutor<'e>,
     scope: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRow>, sqlx::Error> {
@@ -134,7 +151,10 @@ async fn key_row(
 }
 
 /// What the table holds for `req`'s key, judged against `req`.
-pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
+pub async fn existing<'e>(
+    db: impl PgExecutor<'e>,
+    req: &IdempotentRequest,
+) -> Result<Existing, sqlx::Error> {
     let row = key_row(db, &req.scope, &req.key).await?;
     Ok(judge(row, req))
 }
