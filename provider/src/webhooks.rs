@@ -75,7 +75,7 @@ pub async fn enqueue_event(
             tx_no,
             event_type,
             payload,
-            chaos.delay_ms as i64,
+            (chaos.delay_ms as i64),
         )
         .execute(&mut *tx)
         .await?;

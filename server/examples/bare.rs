@@ -22,8 +22,9 @@ use axum::{
 use sqlx::{postgres::PgRow, PgPool, Row};
 use uuid::Uuid;
 
-/// `idempotency::store::read_first`'s statement ($1 the scope, $2 the key), as
-/// `scripts/bench.d/replay-select.sql` has it too: the macro there needs its own literal.
+/// `idempotency::store::read_first`'s statement ($1 the scope, $2 the key), copied (as
+/// `scripts/bench.d/replay-select.sql` copies it): a query macro takes its SQL only as a
+/// literal written in place, so the server's statement cannot be shared from there.
 const READ_FIRST: &str = "
     SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
                     WHERE s.id = $1 AND s.expiry_date > now()) AS session_known,

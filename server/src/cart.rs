@@ -131,8 +131,8 @@ pub async fn add(
          DO UPDATE SET quantity = least(cart_lines.quantity + EXCLUDED.quantity, $4)",
         session_id,
         sku,
-        quantity as i32,
-        MAX_QUANTITY as i32,
+        (quantity as i32),
+        (MAX_QUANTITY as i32),
     )
     .execute(&mut *tx)
     .await?;
@@ -176,7 +176,7 @@ pub async fn change_line(
               WHERE session_id = $1 AND sku = $2 AND quantity <> $3",
             session_id,
             sku,
-            quantity as i32,
+            (quantity as i32),
         ),
         LineChange::Remove => sqlx::query!(
             "DELETE FROM cart_lines WHERE session_id = $1 AND sku = $2",
@@ -261,8 +261,8 @@ pub async fn forget_old_adds(
     retention: std::time::Duration,
 ) -> Result<u64, sqlx::Error> {
     let deleted = sqlx::query!(
-        "DELETE FROM cart_adds WHERE added_at < now() - $1 * interval '1 millisecond'",
-        retention.as_millis() as i64,
+        "DELETE FROM cart_adds WHERE added_at < now() - $1::bigint * interval '1 millisecond'",
+        (retention.as_millis() as i64),
     )
     .execute(db)
     .await?;

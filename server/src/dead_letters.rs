@@ -45,7 +45,7 @@ pub async fn record(
         &delivery.message.subject,
         &delivery.message.body,
         error,
-        delivery.delivered as i32,
+        (delivery.delivered as i32),
     )
     .execute(db)
     .await?;

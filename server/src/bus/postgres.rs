@@ -107,9 +107,9 @@ impl PgSubscription {
                        FOR UPDATE SKIP LOCKED)
           RETURNING d.message_id, m.subject, m.body, d.deliveries",
             self.spec.name,
-            max as i64,
+            (max as i64),
             self.spec.ack_wait as _,
-            super::MAX_DELIVER as i32,
+            (super::MAX_DELIVER as i32),
         )
         .fetch_all(&self.db)
         .await?;

@@ -15,7 +15,7 @@ pub async fn try_execute_task(db: &PgPool, retention: Duration) -> Result<u64, s
         "DELETE FROM idempotency_keys
           WHERE (state IN ('completed', 'failed') AND finished_at < now() - $1::bigint * interval '1 millisecond')
              OR (state = 'processing' AND locked_until < now() - $1::bigint * interval '1 millisecond')",
-        retention.as_millis() as i64
+        (retention.as_millis() as i64)
     )
     .execute(db)
     .await?;

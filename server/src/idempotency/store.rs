@@ -280,7 +280,7 @@ pub async fn complete<'e>(
         &req.scope,
         req.key.as_str(),
         lease,
-        response.status as i16,
+        (response.status as i16),
         response.headers_json(),
         &response.body
     )
@@ -302,7 +302,7 @@ pub async fn renew(
         &req.scope,
         req.key.as_str(),
         lease,
-        length.as_millis() as i64
+        (length.as_millis() as i64)
     )
     .execute(db)
     .await?;

@@ -271,7 +271,7 @@ async fn select(
             ORDER BY o.created_at DESC, o.order_no DESC
             LIMIT 200"#,
         session_id,
-        id as Option<Uuid>
+        (id as Option<Uuid>)
     )
     .fetch_all(db)
     .await?;

@@ -146,8 +146,8 @@ pub async fn blocker(
                 coalesce(p.charge_requested_at, p.created_at) < now() - $3::bigint * interval '1 millisecond' AS "quiet!"
            FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'"#,
         order_id,
-        lease.as_millis() as i64,
-        grace.as_millis() as i64,
+        (lease.as_millis() as i64),
+        (grace.as_millis() as i64),
     )
     .fetch_optional(db)
     .await
@@ -179,7 +179,7 @@ pub async fn close_never_charged(
           WHERE id = $1 AND status = 'pending'
             AND coalesce(charge_requested_at, created_at) < now() - $2::bigint * interval '1 millisecond'",
         payment_id,
-        grace.as_millis() as i64,
+        (grace.as_millis() as i64),
         code,
     )
     .execute(tx)

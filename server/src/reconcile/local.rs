@@ -21,7 +21,7 @@ impl Reconciler {
               WHERE status = 'pending'
                 AND coalesce(charge_requested_at, created_at) < now() - $1::bigint * interval '1 millisecond'
               ORDER BY created_at LIMIT 200",
-            self.rules.grace.as_millis() as i64,
+            (self.rules.grace.as_millis() as i64),
         )
         .fetch_all(&self.db)
         .await?;

@@ -225,8 +225,8 @@ impl Reconciler {
                     findings = $4, error = $5, finished_at = now() WHERE id = $1",
             id,
             tally.watermark() as _,
-            tally.seen as i32,
-            tally.found as i32,
+            (tally.seen as i32),
+            (tally.found as i32),
             tally.errors.first(),
         )
         .execute(&self.db)

@@ -101,3 +101,26 @@ async fn get_api_session_opens_the_session_a_write_then_uses() {
     assert_eq!(response.status(), 201);
     assert_eq!(app.count("orders").await, 1);
 }
+
+/// The shop's queries are checked at compile time against a copy of the session store's
+/// table (`scripts/sqlx-data.d/session-store.sql`); the store creates the real one when the
+/// server starts. The copy, made in a schema of its own, must have the real one's columns.
+#[tokio::test]
+async fn the_table_the_queries_are_checked_against_is_the_session_stores_own() {
+    let app = spawn_app().await;
+    let copy = include_str!("../../../scripts/sqlx-data.d/session-store.sql")
+        .replace("tower_sessions", "checked_copy");
+    sqlx::raw_sql(&copy).execute(&app.db).await.unwrap();
+    let columns = |schema: &'static str| {
+        sqlx::query_as::<_, (String, String, String)>(
+            "SELECT column_name::text, data_type::text, is_nullable::text
+               FROM information_schema.columns
+              WHERE table_schema = $1 AND table_name = 'session' ORDER BY column_name",
+        )
+        .bind(schema)
+        .fetch_all(&app.db)
+    };
+    let real = columns("tower_sessions").await.unwrap();
+    assert_eq!(real.len(), 3, "the store's table: {real:?}");
+    assert_eq!(columns("checked_copy").await.unwrap(), real);
+}
