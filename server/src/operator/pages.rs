@@ -152,22 +152,43 @@ async fn figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
     Ok(figures)
 }
 
-/// The figures of one value each, read in the order they are shown.
+/// The figures of one value each, in the order they are shown: one statement, one snapshot.
 async fn single_figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let single: [(&str, String); 8] = [
-        ("Outbox: unpublished events", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM outbox_events WHERE published_at IS NULL"#).fetch_one(db).await?),
-        ("Outbox: oldest unpublished (s)", sqlx::query_scalar!(r#"SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0') AS "v!" FROM outbox_events WHERE published_at IS NULL"#).fetch_one(db).await?),
-        ("Consumers: deliveries waiting (PostgreSQL bus)", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM bus_deliveries WHERE settled_at IS NULL"#).fetch_one(db).await?),
-        ("Dead letters waiting", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM dead_letters WHERE status = 'dead'"#).fetch_one(db).await?),
-        ("Emails queued", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM emails WHERE status = 'queued'"#).fetch_one(db).await?),
-        ("Open findings", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM reconcile_findings WHERE status = 'open'"#).fetch_one(db).await?),
-        ("Last reconciliation", sqlx::query_scalar!(r#"SELECT coalesce((SELECT status || ' at ' || to_char(started_at, 'YYYY-MM-DD HH24:MI:SS') || ', ' || findings || ' new findings' FROM reconcile_runs ORDER BY started_at DESC LIMIT 1), 'never') AS "v!""#).fetch_one(db).await?),
-        ("Callback anomalies (amount mismatch, unknown payment)", sqlx::query_scalar!(r#"SELECT count(*)::text AS "v!" FROM payment_callbacks WHERE outcome IN ('amount_mismatch', 'unknown_payment')"#).fetch_one(db).await?),
-    ];
-    Ok(single
-        .into_iter()
-        .map(|(label, value)| (label.to_owned(), value))
-        .collect())
+    let f = sqlx::query!(
+        r#"SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL)::text AS "unpublished!",
+                  (SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0')
+                     FROM outbox_events WHERE published_at IS NULL) AS "oldest_unpublished!",
+                  (SELECT count(*) FROM bus_deliveries WHERE settled_at IS NULL)::text AS "deliveries_waiting!",
+                  (SELECT count(*) FROM dead_letters WHERE status = 'dead')::text AS "dead_letters!",
+                  (SELECT count(*) FROM emails WHERE status = 'queued')::text AS "emails_queued!",
+                  (SELECT count(*) FROM reconcile_findings WHERE status = 'open')::text AS "open_findings!",
+                  coalesce((SELECT status || ' at ' || to_char(started_at, 'YYYY-MM-DD HH24:MI:SS') || ', '
+                                   || findings || ' new findings'
+                              FROM reconcile_runs ORDER BY started_at DESC LIMIT 1), 'never') AS "last_run!",
+                  (SELECT count(*) FROM payment_callbacks
+                    WHERE outcome IN ('amount_mismatch', 'unknown_payment'))::text AS "callback_anomalies!""#
+    )
+    .fetch_one(db)
+    .await?;
+    Ok([
+        ("Outbox: unpublished events", f.unpublished),
+        ("Outbox: oldest unpublished (s)", f.oldest_unpublished),
+        (
+            "Consumers: deliveries waiting (PostgreSQL bus)",
+            f.deliveries_waiting,
+        ),
+        ("Dead letters waiting", f.dead_letters),
+        ("Emails queued", f.emails_queued),
+        ("Open findings", f.open_findings),
+        ("Last reconciliation", f.last_run),
+        (
+            "Callback anomalies (amount mismatch, unknown payment)",
+            f.callback_anomalies,
+        ),
+    ]
+    .into_iter()
+    .map(|(label, value)| (label.to_owned(), value))
+    .collect())
 }
 
 /// The figures counted by state: one line per state present.
