@@ -222,7 +222,7 @@ impl Idempotency {
     /// Becomes the executor of `req`, or learns what a request that raced us holds.
     async fn start(&self, req: &IdempotentRequest) -> Result<Start, ApiError> {
         for _ in 0..CLAIM_ATTEMPTS {
-            match store::claim(&self.readers, req, self.lease).await? {
+            match store::claim(&self.db, req, self.lease).await? {
                 Claimed::Fresh(lease) => {
                     Metrics::inc(&self.metrics.executions);
                     return Ok(Start::Execute(lease));

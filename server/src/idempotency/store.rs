@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use sqlx::{PgConnection, PgExecutor, PgPool};
+use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 use crate::db::Readers;
@@ -36,26 +36,9 @@ pub enum Claimed {
     Existing(Existing),
 }
 
-/// One attempt to become the executor of `req`. Its statements are single autocommit
-/// statements, like the first read, and run the same way: on a connection of `readers`,
-/// bounded in time, given back without the ping sqlx's pool sends after every use (one
-/// round trip of database work less per new key; docs/design.md, "Read first").
+/// One attempt to become the executor of `req`.
 pub async fn claim(
-    readers: &Readers,
-    req: &IdempotentRequest,
-    lease: Duration,
-) -> Result<Claimed, sqlx::Error> {
-    let mut reader = readers.acquire().await?;
-    let within = reader.answer_within();
-    let claimed = tokio::time::timeout(within, claim_on(reader.conn(), req, lease))
-        .await
-        .map_err(|_| sqlx::Error::PoolTimedOut)??;
-    reader.done();
-    Ok(claimed)
-}
-
-async fn claim_on(
-    db: &mut PgConnection,
+    db: &PgPool,
     req: &IdempotentRequest,
     lease: Duration,
 ) -> Result<Claimed, sqlx::Error> {
@@ -72,7 +55,7 @@ async fn claim_on(
         token,
         lease_ms
     )
-    .execute(&mut *db)
+    .execute(db)
     .await?;
     if inserted.rows_affected() == 1 {
         return Ok(Claimed::Fresh(token));
@@ -94,7 +77,7 @@ async fn claim_on(
         token,
         lease_ms
     )
-    .fetch_optional(&mut *db)
+    .fetch_optional(db)
     .await?;
     if let Some(previous) = reclaimed {
         return Ok(Claimed::Reclaimed {
@@ -133,8 +116,8 @@ impl KeyRow {
     }
 }
 
-async fn key_row<'e>(
-    db: impl PgExecutor<'e>,
+async fn key_row(
+    db: &PgPool,
     scope: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRow>, sqlx::Error> {
@@ -151,10 +134,7 @@ async fn key_row<'e>(
 }
 
 /// What the table holds for `req`'s key, judged against `req`.
-pub async fn existing<'e>(
-    db: impl PgExecutor<'e>,
-    req: &IdempotentRequest,
-) -> Result<Existing, sqlx::Error> {
+pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
     let row = key_row(db, &req.scope, &req.key).await?;
     Ok(judge(row, req))
 }
