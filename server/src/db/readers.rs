@@ -1,5 +1,5 @@
-//! A few connections kept aside for the single statements every idempotent request starts
-//! with: the first read and, for a new key, the claim (docs/design.md, "Read first").
+//! A few connections kept aside for the one read every idempotent request starts with
+//! (docs/design.md, "Read first").
 //!
 //! sqlx's pool pings every connection as it takes it back (in a task of its own), to catch
 //! one that a cancelled future left in the middle of a statement: for a repeat, whose whole
