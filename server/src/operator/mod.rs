@@ -5,6 +5,7 @@
 //! reconciler, resolve or refund a finding, retry or discard a dead letter.
 
 pub mod auth;
+mod figures;
 mod pages;
 
 use axum::{

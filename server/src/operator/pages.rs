@@ -136,91 +136,13 @@ pub async fn overview(
     State(db): State<PgPool>,
     Query(notice): Query<Notice>,
 ) -> Result<Response, ApiError> {
-    let figures = figures(&db).await?;
+    let figures = super::figures::read(&db).await?;
     Ok(render(OverviewPage {
         logged_in: true,
         csrf: operator.csrf,
         notice: notice.notice,
         figures,
     }))
-}
-
-/// The overview's figures, each read from the database (the same on every instance).
-async fn figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let mut figures = single_figures(db).await?;
-    grouped_figures(db, &mut figures).await?;
-    Ok(figures)
-}
-
-/// The figures of one value each, in the order they are shown: one statement, one snapshot.
-async fn single_figures(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let f = sqlx::query!(
-        r#"SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL)::text AS "unpublished!",
-                  (SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0')
-                     FROM outbox_events WHERE published_at IS NULL) AS "oldest_unpublished!",
-                  (SELECT count(*) FROM bus_deliveries WHERE settled_at IS NULL)::text AS "deliveries_waiting!",
-                  (SELECT count(*) FROM dead_letters WHERE status = 'dead')::text AS "dead_letters!",
-                  (SELECT count(*) FROM emails WHERE status = 'queued')::text AS "emails_queued!",
-                  (SELECT count(*) FROM reconcile_findings WHERE status = 'open')::text AS "open_findings!",
-                  coalesce((SELECT status || ' at ' || to_char(started_at, 'YYYY-MM-DD HH24:MI:SS') || ', '
-                                   || findings || ' new findings'
-                              FROM reconcile_runs ORDER BY started_at DESC LIMIT 1), 'never') AS "last_run!",
-                  (SELECT count(*) FROM payment_callbacks
-                    WHERE outcome IN ('amount_mismatch', 'unknown_payment'))::text AS "callback_anomalies!""#
-    )
-    .fetch_one(db)
-    .await?;
-    Ok([
-        ("Outbox: unpublished events", f.unpublished),
-        ("Outbox: oldest unpublished (s)", f.oldest_unpublished),
-        (
-            "Consumers: deliveries waiting (PostgreSQL bus)",
-            f.deliveries_waiting,
-        ),
-        ("Dead letters waiting", f.dead_letters),
-        ("Emails queued", f.emails_queued),
-        ("Open findings", f.open_findings),
-        ("Last reconciliation", f.last_run),
-        (
-            "Callback anomalies (amount mismatch, unknown payment)",
-            f.callback_anomalies,
-        ),
-    ]
-    .into_iter()
-    .map(|(label, value)| (label.to_owned(), value))
-    .collect())
-}
-
-/// The figures counted by state: one line per state present.
-async fn grouped_figures(
-    db: &PgPool,
-    figures: &mut Vec<(String, String)>,
-) -> Result<(), sqlx::Error> {
-    let keys = sqlx::query!(
-        r#"SELECT state, count(*) AS "count!" FROM idempotency_keys GROUP BY state ORDER BY state"#
-    )
-    .fetch_all(db)
-    .await?;
-    let keys = keys.into_iter().map(|r| (r.state, r.count));
-    push_counts(figures, "Idempotency keys", keys);
-    let payments = sqlx::query!(
-        r#"SELECT status, count(*) AS "count!" FROM payments GROUP BY status ORDER BY status"#
-    )
-    .fetch_all(db)
-    .await?;
-    let payments = payments.into_iter().map(|r| (r.status, r.count));
-    push_counts(figures, "Payments", payments);
-    Ok(())
-}
-
-fn push_counts(
-    figures: &mut Vec<(String, String)>,
-    label: &str,
-    counts: impl Iterator<Item = (String, i64)>,
-) {
-    for (state, count) in counts {
-        figures.push((format!("{label}: {state}"), count.to_string()));
-    }
 }
 
 struct RunRow {
