@@ -96,7 +96,8 @@ pub(crate) fn lost_one_recently() -> bool {
 /// per statement for nothing while the database is well (sqlx already pings each connection
 /// as it is returned); so the first request that meets one killed since (a database restart
 /// under load) answers 503, retryable, and from then on every connection is checked. Every
-/// session carries the configured bounds on statements, lock waits and idle transactions.
+/// session carries the configured bounds on statements, lock waits and idle transactions,
+/// and reads committed data statement by statement.
 pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
     let ms = |d: Duration| d.as_millis().to_string();
     let options = PgConnectOptions::from_str(url)?.options([
@@ -105,6 +106,12 @@ pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
         (
             "idle_in_transaction_session_timeout",
             ms(limits.idle_in_transaction_timeout),
+        ),
+        // Written down, not assumed: an order's transaction begins before its claim
+        // commits, and its completion must see the claim's row (docs/decisions/0006).
+        (
+            "default_transaction_isolation",
+            r"read\ committed".to_owned(), // a space in `options` is escaped
         ),
     ]);
     let pool = PgPoolOptions::new()

@@ -7,11 +7,15 @@
 //! 3. **complete** the key in that same transaction, fenced on the lease token, and commit:
 //!    the business rows and the stored response become visible together or not at all.
 //!
+//! An order needs nothing from its claim until step 3, and makes no effect outside its
+//! transaction: [`execute_in_one_tx`] runs steps 1 and 2 side by side, and commits only if
+//! the claim was ours (docs/decisions/0006-overlapped-claim.md).
+//!
 //! Definitive outcomes (2xx, deterministic 4xx) are stored and replayed; transient ones
 //! (5xx, 409) mark the key `failed` so the same key can run again: the rule is in
 //! [`super::outcome`].
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{future::Future, pin::pin, sync::Arc, time::Duration};
 
 use axum::{
     extract::{FromRef, FromRequestParts},
@@ -156,16 +160,106 @@ where
 {
     // A repeat is answered from the first read, here; only a request that goes on to claim
     // the key runs in a task of its own.
-    match idem.read_first(&req).await {
-        Ok(Some(Start::Replay(stored))) => return stored.into_response(true),
-        Err(e) => return e.into_response(),
-        Ok(_) => {}
+    if let Err(answer) = idem.read_first(&req).await {
+        return answer;
     }
     let idem = idem.clone();
     match tokio::spawn(async move { run(&idem, req, work).await }).await {
         Ok(response) => response,
         Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}"))
             .into_response(),
+    }
+}
+
+/// Like [`execute`], for work whose only effects are the writes of the transaction it
+/// hands back (an order: no call to another service, no commit of its own). Such work may
+/// start before the key is ours, because nothing it writes is seen unless the executor
+/// commits it, and the executor commits only under the lease the claim won: so the claim
+/// commits (a disk flush) while the work runs, instead of before it. When the claim finds
+/// the key taken, the work is rolled back and the request goes the way of [`execute`]
+/// (docs/decisions/0006-overlapped-claim.md).
+pub async fn execute_in_one_tx<F, Fut>(
+    idem: &Idempotency,
+    req: IdempotentRequest,
+    work: F,
+) -> Response
+where
+    F: Fn(PgPool) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(PgTx, Reply), ApiError>> + Send + 'static,
+{
+    let unused = match idem.read_first(&req).await {
+        Ok(unused) => unused,
+        Err(answer) => return answer,
+    };
+    let idem = idem.clone();
+    let execution = async move {
+        // Only a key nobody has used is claimed alongside the work: a failed or abandoned
+        // one is known to be taken, and the sequential path reclaims it.
+        if unused {
+            run_overlapped(&idem, req, work).await
+        } else {
+            run(&idem, req, &work).await
+        }
+    };
+    match tokio::spawn(execution).await {
+        Ok(response) => response,
+        Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}"))
+            .into_response(),
+    }
+}
+
+async fn run_overlapped<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
+where
+    F: Fn(PgPool) -> Fut,
+    Fut: Future<Output = Result<(PgTx, Reply), ApiError>>,
+{
+    let lease = Uuid::new_v4();
+    let (claimed, worked) = claim_while_working(idem, &req, lease, work(idem.db.clone())).await;
+    let claimed = match claimed {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            // Whether our row went in is unknown: the work is undone, and the key marked
+            // failed if it is ours, as when the sequential claim fails.
+            rollback(worked).await;
+            return idem.give_up(&req, lease, e.into()).await;
+        }
+    };
+    if claimed {
+        Metrics::inc(&idem.metrics.executions);
+        let outcome = idem.after_work(&req, worked).await;
+        return idem.conclude(&req, lease, outcome).await;
+    }
+    // Another request claimed the key first. What the work wrote is undone (and its locks
+    // released) before the sequential path runs, which may wait for that request's locks.
+    rollback(worked).await;
+    run(idem, req, &work).await
+}
+
+/// Runs the claim and the work side by side. The claim is polled first, so it asks the pool
+/// for its connection before the work does: the pool serves in order, so a work holding a
+/// connection never waits for a claim queued behind other works. The lease is renewed only
+/// once the claim has made it ours.
+async fn claim_while_working(
+    idem: &Idempotency,
+    req: &IdempotentRequest,
+    lease: Uuid,
+    work: impl Future<Output = Result<(PgTx, Reply), ApiError>>,
+) -> (Result<bool, sqlx::Error>, Result<(PgTx, Reply), ApiError>) {
+    let mut claim = pin!(store::claim_new(&idem.db, req, lease, idem.lease));
+    let mut working = pin!(work);
+    tokio::select! {
+        biased;
+        claimed = &mut claim => match claimed {
+            Ok(true) => (claimed, idem.heartbeat(req, lease, working).await),
+            _ => (claimed, working.await),
+        },
+        worked = &mut working => (claim.await, worked),
+    }
+}
+
+async fn rollback(worked: Result<(PgTx, Reply), ApiError>) {
+    if let Ok((tx, _)) = worked {
+        let _ = tx.rollback().await;
     }
 }
 
@@ -179,44 +273,30 @@ where
         Ok(Start::Replay(stored)) => return stored.into_response(true),
         Err(e) => return e.into_response(),
     };
-    let outcome: Result<(PgTx, Reply), ApiError> = async {
-        let (tx, reply) = idem.heartbeat(&req, lease, work(idem.db.clone())).await?;
-        // Tests may hold the request here, inside its open transaction, or fail it; a
-        // failure drops `tx`, which rolls the business writes back. A held request sends
-        // no heartbeat, like a stalled process: its lease runs out.
-        idem.faults.inject(&req.faults).await?;
-        Ok((tx, reply))
-    }
-    .await;
-    match outcome {
-        Ok((tx, reply)) => {
-            idem.finish(tx, &req, lease, StoredResponse::from_reply(reply))
-                .await
-        }
-        Err(e) if !e.is_stored() => idem.give_up(&req, lease, e).await,
-        // A definitive refusal: its transaction (if any) is gone; store the refusal.
-        Err(refusal) => match idem.db.begin().await {
-            Ok(tx) => {
-                idem.finish(tx, &req, lease, StoredResponse::from_error(&refusal))
-                    .await
-            }
-            Err(e) => idem.give_up(&req, lease, e.into()).await,
-        },
-    }
+    let outcome = idem.attempt(&req, lease, work(idem.db.clone())).await;
+    idem.conclude(&req, lease, outcome).await
 }
 
 impl Idempotency {
     /// Read first: a repeat of a key we know (a replay, a 409, a 422) is answered from one
-    /// indexed read, with no lock and no write; `None` sends a key that is new, failed or
-    /// abandoned on to the claim, whose statements write (docs/design.md, "The idempotency
-    /// protocol"). The same read tells whether the session exists: a write never runs for
-    /// a session the store does not know, and nothing is stored for it.
-    async fn read_first(&self, req: &IdempotentRequest) -> Result<Option<Start>, ApiError> {
-        let first = store::read_first(&self.readers, req).await?;
+    /// indexed read, with no lock and no write (`Err` holds that answer); `Ok` sends a key
+    /// that is new, failed or abandoned on to the claim, whose statements write, and says
+    /// whether it is unused (docs/design.md, "The idempotency protocol"). The same read
+    /// tells whether the session exists: a write never runs for a session the store does
+    /// not know, and nothing is stored for it.
+    async fn read_first(&self, req: &IdempotentRequest) -> Result<bool, Response> {
+        let first = store::read_first(&self.readers, req)
+            .await
+            .map_err(|e| ApiError::from(e).into_response())?;
         if !first.session_known {
-            return Err(ApiError::SessionRequired);
+            return Err(ApiError::SessionRequired.into_response());
         }
-        self.answer(first.existing).transpose()
+        let unused = matches!(first.existing, Existing::Unused);
+        match self.answer(first.existing) {
+            Some(Ok(stored)) => Err(stored.into_response(true)),
+            Some(Err(e)) => Err(e.into_response()),
+            None => Ok(unused),
+        }
     }
 
     /// Becomes the executor of `req`, or learns what a request that raced us holds.
@@ -238,12 +318,61 @@ impl Idempotency {
                     return Ok(Start::Execute(lease));
                 }
                 Claimed::Existing(existing) => match self.answer(existing) {
-                    Some(answer) => return answer,
+                    Some(answer) => return answer.map(Start::Replay),
                     None => continue,
                 },
             }
         }
         Err(ApiError::RequestInProgress)
+    }
+
+    /// Runs the work under the heartbeat, then [`Self::after_work`].
+    async fn attempt(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        work: impl Future<Output = Result<(PgTx, Reply), ApiError>>,
+    ) -> Result<(PgTx, Reply), ApiError> {
+        let worked = self.heartbeat(req, lease, work).await;
+        self.after_work(req, worked).await
+    }
+
+    /// Where tests may hold the executing request, inside its open transaction, or fail it;
+    /// a failure drops the transaction, which rolls the business writes back. A held
+    /// request sends no heartbeat, like a stalled process: its lease runs out.
+    async fn after_work(
+        &self,
+        req: &IdempotentRequest,
+        worked: Result<(PgTx, Reply), ApiError>,
+    ) -> Result<(PgTx, Reply), ApiError> {
+        let (tx, reply) = worked?;
+        self.faults.inject(&req.faults).await?;
+        Ok((tx, reply))
+    }
+
+    /// Ends a request whose key we hold: stores its outcome with the key and commits, or
+    /// leaves the key open for the retry when the outcome is transient.
+    async fn conclude(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        outcome: Result<(PgTx, Reply), ApiError>,
+    ) -> Response {
+        match outcome {
+            Ok((tx, reply)) => {
+                self.finish(tx, req, lease, StoredResponse::from_reply(reply))
+                    .await
+            }
+            Err(e) if !e.is_stored() => self.give_up(req, lease, e).await,
+            // A definitive refusal: its transaction (if any) is gone; store the refusal.
+            Err(refusal) => match self.db.begin().await {
+                Ok(tx) => {
+                    self.finish(tx, req, lease, StoredResponse::from_error(&refusal))
+                        .await
+                }
+                Err(e) => self.give_up(req, lease, e.into()).await,
+            },
+        }
     }
 
     /// Runs `work` while renewing our lease every third of its length, so work that
@@ -283,12 +412,13 @@ impl Idempotency {
         }
     }
 
-    /// The answer for a key someone else holds; `None` when it may be claimed again.
-    fn answer(&self, existing: Existing) -> Option<Result<Start, ApiError>> {
+    /// The answer for a key someone else holds (a stored response to replay, or a
+    /// refusal); `None` when it may be claimed.
+    fn answer(&self, existing: Existing) -> Option<Result<StoredResponse, ApiError>> {
         match existing {
             Existing::Completed(stored) => {
                 Metrics::inc(&self.metrics.replays);
-                Some(Ok(Start::Replay(stored)))
+                Some(Ok(stored))
             }
             Existing::InProgress => {
                 Metrics::inc(&self.metrics.in_progress);
@@ -298,7 +428,7 @@ impl Idempotency {
                 Metrics::inc(&self.metrics.key_reused);
                 Some(Err(ApiError::IdempotencyKeyReused))
             }
-            Existing::Reclaimable => None,
+            Existing::Reclaimable | Existing::Unused => None,
         }
     }
 

@@ -18,6 +18,6 @@ pub mod response;
 pub mod status;
 pub mod store;
 
-pub use executor::{execute, IdempotentRequest, RequestKey};
+pub use executor::{execute, execute_in_one_tx, IdempotentRequest, RequestKey};
 pub use key::IdempotencyKey;
 pub use response::Reply;

@@ -21,8 +21,10 @@ pub enum Existing {
     Completed(StoredResponse),
     InProgress,
     DifferentRequest,
-    /// Failed or expired between our two statements: try claiming again.
+    /// Failed, or its lease expired: try claiming again.
     Reclaimable,
+    /// No row: nobody has used the key (or it was purged).
+    Unused,
 }
 
 pub enum Claimed {
@@ -36,14 +38,15 @@ pub enum Claimed {
     Existing(Existing),
 }
 
-/// One attempt to become the executor of `req`.
-pub async fn claim(
+/// The claim of a key nobody holds yet: one autocommit INSERT that the unique constraint
+/// decides. `true` means the key is ours, under `token`; `false` that a row exists already
+/// (whatever its state).
+pub async fn claim_new(
     db: &PgPool,
     req: &IdempotentRequest,
+    token: Uuid,
     lease: Duration,
-) -> Result<Claimed, sqlx::Error> {
-    let token = Uuid::new_v4();
-    let lease_ms = lease.as_millis() as i64;
+) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query!(
         "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
          VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
@@ -53,13 +56,24 @@ pub async fn claim(
         &req.operation,
         req.fingerprint.as_str(),
         token,
-        lease_ms
+        (lease.as_millis() as i64)
     )
     .execute(db)
     .await?;
-    if inserted.rows_affected() == 1 {
+    Ok(inserted.rows_affected() == 1)
+}
+
+/// One attempt to become the executor of `req`.
+pub async fn claim(
+    db: &PgPool,
+    req: &IdempotentRequest,
+    lease: Duration,
+) -> Result<Claimed, sqlx::Error> {
+    let token = Uuid::new_v4();
+    if claim_new(db, req, token, lease).await? {
         return Ok(Claimed::Fresh(token));
     }
+    let lease_ms = lease.as_millis() as i64;
 
     // Retry after a failure, or take over a lease whose holder went silent. The fingerprint
     // condition makes sure a different request can never take a key over.
@@ -141,7 +155,7 @@ pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, 
 
 fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
     let Some(row) = row else {
-        return Existing::Reclaimable; // new, or purged in between
+        return Existing::Unused;
     };
     if row.fingerprint != req.fingerprint.as_str() {
         return Existing::DifferentRequest;

@@ -75,7 +75,9 @@ async fn create(
     Ok(create_order(&idem, request, new_order, store::Door::Api).await)
 }
 
-/// Creates the order under the idempotency protocol; both doors end here.
+/// Creates the order under the idempotency protocol; both doors end here. An order is
+/// made in one transaction and nowhere else, so its statements run while the claim of its
+/// key commits (`execute_in_one_tx`); they take effect only if the claim was ours.
 pub async fn create_order(
     idem: &Idempotency,
     request: idempotency::IdempotentRequest,
@@ -84,9 +86,13 @@ pub async fn create_order(
 ) -> Response {
     let session_id = request.scope.clone();
     let key = request.key.to_string();
-    idempotency::execute(idem, request, move |db| async move {
-        let (tx, outcome) = store::create_in_new_tx(db, session_id, key, new_order, door).await?;
-        Ok((tx, reply(outcome)?))
+    idempotency::execute_in_one_tx(idem, request, move |db| {
+        let (session_id, key, new_order) = (session_id.clone(), key.clone(), new_order.clone());
+        async move {
+            let (tx, outcome) =
+                store::create_in_new_tx(db, session_id, key, new_order, door).await?;
+            Ok((tx, reply(outcome)?))
+        }
     })
     .await
 }

@@ -10,12 +10,12 @@ use crate::error::ApiError;
 pub const MAX_LINES: usize = 20;
 pub const MAX_QUANTITY: i64 = 99;
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct NewOrder {
     pub lines: Vec<NewLine>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct NewLine {
     pub sku: String,
     pub quantity: i32,

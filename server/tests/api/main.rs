@@ -17,6 +17,7 @@ mod operator;
 mod orders;
 mod outages;
 mod outbox;
+mod overlap;
 mod payment_attempts;
 mod payments;
 mod readers;

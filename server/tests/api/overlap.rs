@@ -1,0 +1,127 @@
+//! An order's statements run while the claim of its key commits (docs/decisions/
+//! 0006-overlapped-claim.md). These tests make the claim lose after the order was written
+//! in its open transaction: another transaction inserts the same key and holds it
+//! uncommitted, so the request's first read sees nothing and its claim waits.
+
+use std::time::Duration;
+
+use axum::http::Method;
+use server::{idempotency::fingerprint::Fingerprint, orders::CREATE_ORDER};
+use sqlx::{Connection, PgConnection};
+use uuid::Uuid;
+
+use crate::helpers::{assert_problem, spawn_app, TestApp, MUG_ORDER};
+
+/// Inserts `key` for the test's one session in `state`, as another request's claim (or its
+/// failure) would, and leaves the transaction open.
+async fn rival_row(app: &TestApp, key: &str, state: &str) -> PgConnection {
+    let mut rival = PgConnection::connect(&app.config.database_url)
+        .await
+        .expect("rival connection");
+    let body: serde_json::Value = serde_json::from_str(MUG_ORDER).unwrap();
+    let fingerprint = Fingerprint::of(&Method::POST, CREATE_ORDER, &body);
+    sqlx::query("BEGIN").execute(&mut rival).await.unwrap();
+    sqlx::query(
+        "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token,
+                                       locked_until, finished_at)
+         SELECT id, $1, 'POST', $2, $3, $4, $5,
+                CASE WHEN $4 = 'processing' THEN now() + interval '1 minute' END,
+                CASE WHEN $4 = 'failed' THEN now() END
+           FROM tower_sessions.session",
+    )
+    .bind(key)
+    .bind(CREATE_ORDER)
+    .bind(fingerprint.as_str())
+    .bind(state)
+    .bind(Uuid::new_v4())
+    .execute(&mut rival)
+    .await
+    .expect("the rival's row");
+    rival
+}
+
+/// Waits until the request's order is written in its open transaction (whose last
+/// statement starts with `last`) and its claim waits for the rival's row.
+async fn wait_for_the_claim_to_wait(app: &TestApp, last: &str) {
+    for _ in 0..200 {
+        let waiting: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'
+                AND query LIKE 'INSERT INTO idempotency_keys%'",
+        )
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        let written: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND state = 'idle in transaction'
+                AND query LIKE $1 || '%'",
+        )
+        .bind(last)
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+        if waiting == 1 && written == 1 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the order was not written while its claim waited");
+}
+
+/// The last statement of an API order without a cart (`cart::take_ordered` finds none).
+const API_ORDER_LAST: &str = "SELECT 1 FROM carts";
+
+fn spawn_order(app: &TestApp, key: &str) -> tokio::task::JoinHandle<reqwest::Response> {
+    let request = app
+        .client
+        .post(app.url("/api/orders"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .body(MUG_ORDER);
+    tokio::spawn(async move { request.send().await.expect("request sent") })
+}
+
+#[tokio::test]
+async fn an_order_made_before_its_claim_lost_never_lands() {
+    let app = spawn_app().await;
+    let mut rival = rival_row(&app, "raced-1", "processing").await;
+    let order = spawn_order(&app, "raced-1");
+    wait_for_the_claim_to_wait(&app, API_ORDER_LAST).await;
+
+    sqlx::query("COMMIT").execute(&mut rival).await.unwrap();
+    let response = order.await.unwrap();
+
+    // The key is the rival's (running): the request is told to wait, and its order, written
+    // before the claim lost, was rolled back without ever reaching the completion.
+    assert_problem(response, 409, "request-in-progress").await;
+    assert_eq!(app.count("orders").await, 0);
+    assert_eq!(app.count("order_items").await, 0);
+    assert_eq!(app.count("outbox_events").await, 0);
+    assert_eq!(app.metric("once_idempotency_executions_total").await, 0);
+    assert_eq!(
+        app.metric("once_idempotency_fenced_total").await,
+        0,
+        "the lost claim's work is rolled back, not left to the fence"
+    );
+}
+
+#[tokio::test]
+async fn a_claim_that_finds_a_failed_key_takes_it_and_makes_the_order_once() {
+    let app = spawn_app().await;
+    let mut rival = rival_row(&app, "raced-2", "failed").await;
+    let order = spawn_order(&app, "raced-2");
+    wait_for_the_claim_to_wait(&app, API_ORDER_LAST).await;
+
+    sqlx::query("COMMIT").execute(&mut rival).await.unwrap();
+    let response = order.await.unwrap();
+
+    // The first attempt's order is rolled back; the retry of a failed key runs again.
+    assert_eq!(response.status(), 201);
+    assert!(response.headers().get("idempotent-replayed").is_none());
+    assert_eq!(app.count("orders").await, 1);
+    assert_eq!(app.count("order_items").await, 1);
+    assert_eq!(app.count("outbox_events").await, 1);
+    assert_eq!(app.key_state("raced-2").await.as_deref(), Some("completed"));
+    assert_eq!(app.metric("once_idempotency_executions_total").await, 1);
+}
