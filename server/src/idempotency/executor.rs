@@ -8,14 +8,14 @@
 //!    the business rows and the stored response become visible together or not at all.
 //!
 //! An order needs nothing from its claim until step 3, and makes no effect outside its
-//! transaction: [`execute_in_one_tx`] runs steps 1 and 2 side by side, and commits only if
-//! the claim was ours (docs/decisions/0006-overlapped-claim.md).
+//! transaction: [`super::overlap::execute_in_one_tx`] runs steps 1 and 2 side by side, and
+//! commits only if the claim was ours (docs/decisions/0006-overlapped-claim.md).
 //!
 //! Definitive outcomes (2xx, deterministic 4xx) are stored and replayed; transient ones
 //! (5xx, 409) mark the key `failed` so the same key can run again: the rule is in
 //! [`super::outcome`].
 
-use std::{future::Future, pin::pin, sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use axum::{
     extract::{FromRef, FromRequestParts},
@@ -164,43 +164,13 @@ where
         return answer;
     }
     let idem = idem.clone();
-    match tokio::spawn(async move { run(&idem, req, work).await }).await {
-        Ok(response) => response,
-        Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}"))
-            .into_response(),
-    }
+    in_own_task(async move { run(&idem, req, work).await }).await
 }
 
-/// Like [`execute`], for work whose only effects are the writes of the transaction it
-/// hands back (an order: no call to another service, no commit of its own). Such work may
-/// start before the key is ours, because nothing it writes is seen unless the executor
-/// commits it, and the executor commits only under the lease the claim won: so the claim
-/// commits (a disk flush) while the work runs, instead of before it. When the claim finds
-/// the key taken, the work is rolled back and the request goes the way of [`execute`]
-/// (docs/decisions/0006-overlapped-claim.md).
-pub async fn execute_in_one_tx<F, Fut>(
-    idem: &Idempotency,
-    req: IdempotentRequest,
-    work: F,
-) -> Response
-where
-    F: Fn(PgPool) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<(PgTx, Reply), ApiError>> + Send + 'static,
-{
-    let unused = match idem.read_first(&req).await {
-        Ok(unused) => unused,
-        Err(answer) => return answer,
-    };
-    let idem = idem.clone();
-    let execution = async move {
-        // Only a key nobody has used is claimed alongside the work: a failed or abandoned
-        // one is known to be taken, and the sequential path reclaims it.
-        if unused {
-            run_overlapped(&idem, req, work).await
-        } else {
-            run(&idem, req, &work).await
-        }
-    };
+/// Runs an execution in a task of its own (see [`execute`]); a panic answers 500.
+pub(super) async fn in_own_task(
+    execution: impl Future<Output = Response> + Send + 'static,
+) -> Response {
     match tokio::spawn(execution).await {
         Ok(response) => response,
         Err(e) => ApiError::Internal(anyhow::anyhow!("idempotent execution panicked: {e}"))
@@ -208,62 +178,7 @@ where
     }
 }
 
-async fn run_overlapped<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
-where
-    F: Fn(PgPool) -> Fut,
-    Fut: Future<Output = Result<(PgTx, Reply), ApiError>>,
-{
-    let lease = Uuid::new_v4();
-    let (claimed, worked) = claim_while_working(idem, &req, lease, work(idem.db.clone())).await;
-    let claimed = match claimed {
-        Ok(claimed) => claimed,
-        Err(e) => {
-            // Whether our row went in is unknown: the work is undone, and the key marked
-            // failed if it is ours, as when the sequential claim fails.
-            rollback(worked).await;
-            return idem.give_up(&req, lease, e.into()).await;
-        }
-    };
-    if claimed {
-        Metrics::inc(&idem.metrics.executions);
-        let outcome = idem.after_work(&req, worked).await;
-        return idem.conclude(&req, lease, outcome).await;
-    }
-    // Another request claimed the key first. What the work wrote is undone (and its locks
-    // released) before the sequential path runs, which may wait for that request's locks.
-    rollback(worked).await;
-    run(idem, req, &work).await
-}
-
-/// Runs the claim and the work side by side. The claim is polled first, so it asks the pool
-/// for its connection before the work does: the pool serves in order, so a work holding a
-/// connection never waits for a claim queued behind other works. The lease is renewed only
-/// once the claim has made it ours.
-async fn claim_while_working(
-    idem: &Idempotency,
-    req: &IdempotentRequest,
-    lease: Uuid,
-    work: impl Future<Output = Result<(PgTx, Reply), ApiError>>,
-) -> (Result<bool, sqlx::Error>, Result<(PgTx, Reply), ApiError>) {
-    let mut claim = pin!(store::claim_new(&idem.db, req, lease, idem.lease));
-    let mut working = pin!(work);
-    tokio::select! {
-        biased;
-        claimed = &mut claim => match claimed {
-            Ok(true) => (claimed, idem.heartbeat(req, lease, working).await),
-            _ => (claimed, working.await),
-        },
-        worked = &mut working => (claim.await, worked),
-    }
-}
-
-async fn rollback(worked: Result<(PgTx, Reply), ApiError>) {
-    if let Ok((tx, _)) = worked {
-        let _ = tx.rollback().await;
-    }
-}
-
-async fn run<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
+pub(super) async fn run<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
 where
     F: FnOnce(PgPool) -> Fut,
     Fut: Future<Output = Result<(PgTx, Reply), ApiError>>,
@@ -284,7 +199,7 @@ impl Idempotency {
     /// whether it is unused (docs/design.md, "The idempotency protocol"). The same read
     /// tells whether the session exists: a write never runs for a session the store does
     /// not know, and nothing is stored for it.
-    async fn read_first(&self, req: &IdempotentRequest) -> Result<bool, Response> {
+    pub(super) async fn read_first(&self, req: &IdempotentRequest) -> Result<bool, Response> {
         let first = store::read_first(&self.readers, req)
             .await
             .map_err(|e| ApiError::from(e).into_response())?;
@@ -340,7 +255,7 @@ impl Idempotency {
     /// Where tests may hold the executing request, inside its open transaction, or fail it;
     /// a failure drops the transaction, which rolls the business writes back. A held
     /// request sends no heartbeat, like a stalled process: its lease runs out.
-    async fn after_work(
+    pub(super) async fn after_work(
         &self,
         req: &IdempotentRequest,
         worked: Result<(PgTx, Reply), ApiError>,
@@ -352,7 +267,7 @@ impl Idempotency {
 
     /// Ends a request whose key we hold: stores its outcome with the key and commits, or
     /// leaves the key open for the retry when the outcome is transient.
-    async fn conclude(
+    pub(super) async fn conclude(
         &self,
         req: &IdempotentRequest,
         lease: Uuid,
@@ -380,7 +295,7 @@ impl Idempotency {
     /// alive. Each renewal is bounded by the same third: a renewal that cannot land in time
     /// is dropped and the next one tries. Renewals stop when `work` ends, or when the lease
     /// turns out to be lost (completion is fenced on the token either way).
-    async fn heartbeat<T>(
+    pub(super) async fn heartbeat<T>(
         &self,
         req: &IdempotentRequest,
         lease: Uuid,
@@ -470,7 +385,12 @@ impl Idempotency {
 
     /// A transient failure: mark the key `failed` (best effort; if even that fails, the
     /// lease expires by itself) and answer with the error, which says "retry".
-    async fn give_up(&self, req: &IdempotentRequest, lease: Uuid, error: ApiError) -> Response {
+    pub(super) async fn give_up(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        error: ApiError,
+    ) -> Response {
         if let Err(e) = store::fail(&self.db, req, lease).await {
             tracing::warn!(key = %req.key, error = %e, "could not mark the key failed; its lease will expire");
         }

@@ -5,6 +5,7 @@
 //! * [`fingerprint`]: SHA-256 of method, route and canonical JSON body.
 //! * [`store`]: the `idempotency_keys` table and its state machine, in SQL.
 //! * [`executor`]: claim, run the business transaction, complete fenced on the lease.
+//! * `overlap`: an order's statements run while its claim commits.
 //! * [`outcome`]: which outcomes are stored with the key, and which leave it open.
 //! * [`status`]: `GET /api/idempotency-keys/{key}` for polling after a 409.
 //! * [`purge`]: the retention worker.
@@ -13,11 +14,13 @@ pub mod executor;
 pub mod fingerprint;
 pub mod key;
 pub mod outcome;
+mod overlap;
 pub mod purge;
 pub mod response;
 pub mod status;
 pub mod store;
 
-pub use executor::{execute, execute_in_one_tx, IdempotentRequest, RequestKey};
+pub use executor::{execute, IdempotentRequest, RequestKey};
 pub use key::IdempotencyKey;
+pub use overlap::execute_in_one_tx;
 pub use response::Reply;

@@ -10,7 +10,7 @@ use server::{idempotency::fingerprint::Fingerprint, orders::CREATE_ORDER};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
-use crate::helpers::{assert_problem, spawn_app, TestApp, MUG_ORDER};
+use crate::helpers::{assert_problem, post_order, spawn_app, TestApp, MUG_ORDER};
 
 /// Inserts `key` for the test's one session in `state`, as another request's claim (or its
 /// failure) would, and leaves the transaction open.
@@ -40,24 +40,18 @@ async fn rival_row(app: &TestApp, key: &str, state: &str) -> PgConnection {
     rival
 }
 
-/// Waits until the request's order is written in its open transaction (whose last
-/// statement starts with `last`) and its claim waits for the rival's row.
-async fn wait_for_the_claim_to_wait(app: &TestApp, last: &str) {
+/// Waits until the request's order is written in its open transaction (an API order
+/// without a cart ends with `cart::take_ordered` finding none) and its claim waits for the
+/// rival's row.
+async fn wait_for_the_claim_to_wait(app: &TestApp) {
     for _ in 0..200 {
-        let waiting: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND wait_event_type = 'Lock'
-                AND query LIKE 'INSERT INTO idempotency_keys%'",
+        let (waiting, written): (i64, i64) = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'
+                                       AND query LIKE 'INSERT INTO idempotency_keys%'),
+                    count(*) FILTER (WHERE state = 'idle in transaction'
+                                       AND query LIKE 'SELECT 1 FROM carts%')
+               FROM pg_stat_activity WHERE datname = current_database()",
         )
-        .fetch_one(&app.db)
-        .await
-        .unwrap();
-        let written: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity
-              WHERE datname = current_database() AND state = 'idle in transaction'
-                AND query LIKE $1 || '%'",
-        )
-        .bind(last)
         .fetch_one(&app.db)
         .await
         .unwrap();
@@ -69,28 +63,25 @@ async fn wait_for_the_claim_to_wait(app: &TestApp, last: &str) {
     panic!("the order was not written while its claim waited");
 }
 
-/// The last statement of an API order without a cart (`cart::take_ordered` finds none).
-const API_ORDER_LAST: &str = "SELECT 1 FROM carts";
-
-fn spawn_order(app: &TestApp, key: &str) -> tokio::task::JoinHandle<reqwest::Response> {
-    let request = app
-        .client
-        .post(app.url("/api/orders"))
-        .header("content-type", "application/json")
-        .header("idempotency-key", key)
-        .body(MUG_ORDER);
-    tokio::spawn(async move { request.send().await.expect("request sent") })
+/// Sends an order under `key` while a rival transaction holds the same key in `state`,
+/// uncommitted; the rival commits once the order is written and its claim waits.
+async fn order_racing_a_rival(app: &TestApp, key: &str, state: &str) -> reqwest::Response {
+    let mut rival = rival_row(app, key, state).await;
+    let rival_commits = async {
+        wait_for_the_claim_to_wait(app).await;
+        sqlx::query("COMMIT").execute(&mut rival).await.unwrap();
+    };
+    let (response, ()) = tokio::join!(
+        post_order(&app.client, app, Some(key), MUG_ORDER),
+        rival_commits
+    );
+    response
 }
 
 #[tokio::test]
 async fn an_order_made_before_its_claim_lost_never_lands() {
     let app = spawn_app().await;
-    let mut rival = rival_row(&app, "raced-1", "processing").await;
-    let order = spawn_order(&app, "raced-1");
-    wait_for_the_claim_to_wait(&app, API_ORDER_LAST).await;
-
-    sqlx::query("COMMIT").execute(&mut rival).await.unwrap();
-    let response = order.await.unwrap();
+    let response = order_racing_a_rival(&app, "raced-1", "processing").await;
 
     // The key is the rival's (running): the request is told to wait, and its order, written
     // before the claim lost, was rolled back without ever reaching the completion.
@@ -109,12 +100,7 @@ async fn an_order_made_before_its_claim_lost_never_lands() {
 #[tokio::test]
 async fn a_claim_that_finds_a_failed_key_takes_it_and_makes_the_order_once() {
     let app = spawn_app().await;
-    let mut rival = rival_row(&app, "raced-2", "failed").await;
-    let order = spawn_order(&app, "raced-2");
-    wait_for_the_claim_to_wait(&app, API_ORDER_LAST).await;
-
-    sqlx::query("COMMIT").execute(&mut rival).await.unwrap();
-    let response = order.await.unwrap();
+    let response = order_racing_a_rival(&app, "raced-2", "failed").await;
 
     // The first attempt's order is rolled back; the retry of a failed key runs again.
     assert_eq!(response.status(), 201);

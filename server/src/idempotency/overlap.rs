@@ -1,0 +1,105 @@
+//! Orders overlap their claim (docs/decisions/0006-overlapped-claim.md): work whose only
+//! effects are the writes of the one transaction it hands back runs while the claim of its
+//! key commits, and is committed only if that claim inserted our row. Everything after the
+//! claim is the executor's own (`super::executor`).
+
+use std::{future::Future, pin::pin};
+
+use axum::response::Response;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{
+    executor::{in_own_task, run, Idempotency, IdempotentRequest, PgTx},
+    response::Reply,
+    store,
+};
+use crate::{error::ApiError, metrics::Metrics};
+
+/// Like [`super::execute`], for work whose only effects are the writes of the transaction it
+/// hands back (an order: no call to another service, no commit of its own). Such work may
+/// start before the key is ours, because nothing it writes is seen unless the executor
+/// commits it, and the executor commits only under the lease the claim won: so the claim
+/// commits (a disk flush) while the work runs, instead of before it. When the claim finds
+/// the key taken, the work is rolled back and the request goes the way of [`super::execute`]
+/// (docs/decisions/0006-overlapped-claim.md).
+pub async fn execute_in_one_tx<F, Fut>(
+    idem: &Idempotency,
+    req: IdempotentRequest,
+    work: F,
+) -> Response
+where
+    F: Fn(PgPool) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(PgTx, Reply), ApiError>> + Send + 'static,
+{
+    let unused = match idem.read_first(&req).await {
+        Ok(unused) => unused,
+        Err(answer) => return answer,
+    };
+    let idem = idem.clone();
+    in_own_task(async move {
+        // Only a key nobody has used is claimed alongside the work: a failed or abandoned
+        // one is known to be taken, and the sequential path reclaims it.
+        if unused {
+            run_overlapped(&idem, req, work).await
+        } else {
+            run(&idem, req, &work).await
+        }
+    })
+    .await
+}
+
+async fn run_overlapped<F, Fut>(idem: &Idempotency, req: IdempotentRequest, work: F) -> Response
+where
+    F: Fn(PgPool) -> Fut,
+    Fut: Future<Output = Result<(PgTx, Reply), ApiError>>,
+{
+    let lease = Uuid::new_v4();
+    let (claimed, worked) = claim_while_working(idem, &req, lease, work(idem.db.clone())).await;
+    let claimed = match claimed {
+        Ok(claimed) => claimed,
+        Err(e) => {
+            // Whether our row went in is unknown: the work is undone, and the key marked
+            // failed if it is ours, as when the sequential claim fails.
+            rollback(worked).await;
+            return idem.give_up(&req, lease, e.into()).await;
+        }
+    };
+    if claimed {
+        Metrics::inc(&idem.metrics.executions);
+        let outcome = idem.after_work(&req, worked).await;
+        return idem.conclude(&req, lease, outcome).await;
+    }
+    // Another request claimed the key first. What the work wrote is undone (and its locks
+    // released) before the sequential path runs, which may wait for that request's locks.
+    rollback(worked).await;
+    run(idem, req, &work).await
+}
+
+/// Runs the claim and the work side by side. The claim is polled first, so it asks the pool
+/// for its connection before the work does: the pool serves in order, so a work holding a
+/// connection never waits for a claim queued behind other works. The lease is renewed only
+/// once the claim has made it ours.
+async fn claim_while_working(
+    idem: &Idempotency,
+    req: &IdempotentRequest,
+    lease: Uuid,
+    work: impl Future<Output = Result<(PgTx, Reply), ApiError>>,
+) -> (Result<bool, sqlx::Error>, Result<(PgTx, Reply), ApiError>) {
+    let mut claim = pin!(store::claim_new(&idem.db, req, lease, idem.lease));
+    let mut working = pin!(work);
+    tokio::select! {
+        biased;
+        claimed = &mut claim => match claimed {
+            Ok(true) => (claimed, idem.heartbeat(req, lease, working).await),
+            _ => (claimed, working.await),
+        },
+        worked = &mut working => (claim.await, worked),
+    }
+}
+
+async fn rollback(worked: Result<(PgTx, Reply), ApiError>) {
+    if let Ok((tx, _)) = worked {
+        let _ = tx.rollback().await;
+    }
+}
