@@ -46,7 +46,7 @@ pub async fn set_cart_quantity(sku: String, quantity: i64) -> Result<Cart, Serve
 }
 
 /// A refused call answers 422 (the database away 503, another failure of ours 500), with the
-/// shopper-safe message. A form
+/// code of its shopper-safe message. A form
 /// posted without wasm is the exception: it is sent back to its page, with the error in
 /// the URL (`__err`, shown by `components::form_error`), which a 4xx would prevent.
 #[cfg(feature = "ssr")]
@@ -70,15 +70,21 @@ fn failed(e: crate::backend::BackendError) -> ServerFnError {
             http::StatusCode::INTERNAL_SERVER_ERROR
         });
     }
-    ServerFnError::ServerError(e.message)
+    ServerFnError::ServerError(e.message.to_owned())
 }
 
-/// The text to show for a failed server function call.
+/// The text to show for a failed server function call: the words of the code the server
+/// sent (a code the shop does not issue, as a forged `__err` would carry, shows our
+/// generic words, never its own).
 pub fn shown_error(e: &ServerFnError) -> String {
-    match e {
-        ServerFnError::ServerError(message) => message.clone(),
-        _ => "We could not reach the shop. Please try again.".to_owned(),
-    }
+    let text = match e {
+        ServerFnError::ServerError(code) => {
+            crate::messages::text(code).or(crate::messages::text(crate::messages::OUR_FAILURE))
+        }
+        _ => None,
+    };
+    text.unwrap_or("We could not reach the shop. Please try again.")
+        .to_owned()
 }
 
 /// A new key for the next "Add to cart" of a form the server renders.

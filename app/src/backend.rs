@@ -11,11 +11,12 @@ use crate::dto::{Cart, Checkout, Order, Product};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// A failure the UI may show: `message` is safe for shoppers (the server logged the rest).
+/// A failure the UI may show: `message` is a code of [`crate::messages`], whose text the
+/// page shows (the server logged the rest).
 #[derive(Clone, Debug, thiserror::Error)]
 #[error("{message}")]
 pub struct BackendError {
-    pub message: String,
+    pub message: &'static str,
     /// The shopper's request was refused (a 4xx), rather than the server failing (a 500).
     pub refused: bool,
     /// The database was away or busy: worth trying again (a 503).

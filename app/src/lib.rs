@@ -7,6 +7,7 @@ pub mod api;
 pub mod backend;
 mod components;
 pub mod dto;
+pub mod messages;
 mod pages;
 pub mod query;
 pub mod submit_once;

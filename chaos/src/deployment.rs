@@ -49,6 +49,8 @@ impl Settings {
 pub const SERVER_PORTS: [u16; 2] = [3961, 3962];
 const PROVIDER_PORT: u16 = 3969;
 const WEBHOOK_SECRET: &str = "chaos-run-webhook-secret";
+/// Every instance keys fingerprints alike, or a retry on another one would look reused.
+const FINGERPRINT_SECRET: &str = "chaos-run-fingerprint-secret";
 /// Short, so that a paused process loses its lease within the pause.
 pub const LEASE: Duration = Duration::from_millis(1500);
 
@@ -89,6 +91,7 @@ impl Deployment {
                 ("NATS_URL", nats_url.clone()),
                 ("PROVIDER_URL", provider_url()),
                 ("PROVIDER_WEBHOOK_SECRETS", WEBHOOK_SECRET.into()),
+                ("IDEMPOTENCY_FINGERPRINT_SECRETS", FINGERPRINT_SECRET.into()),
                 ("PROVIDER_TIMEOUT_MS", "2000".into()),
                 ("PAYMENT_SETTLE_GRACE_MS", "4000".into()),
                 ("IDEMPOTENCY_LEASE_MS", LEASE.as_millis().to_string()),

@@ -1,10 +1,18 @@
 // One shared server and the sandbox provider for the tests that do not need their own:
 // each on a fresh database, stopped when the run ends.
-import { freshDatabaseName, startProvider, startServer, stopServer, webhookSecret } from './server';
+import {
+  fingerprintSecret,
+  freshDatabaseName,
+  startProvider,
+  startServer,
+  stopServer,
+  webhookSecret,
+} from './server';
 
 export default async function globalSetup() {
   // Generated here, before any worker starts, so that the workers inherit it.
   webhookSecret();
+  fingerprintSecret();
   const port = 3901;
   const provider = await startProvider(
     freshDatabaseName('once_provider_e2e'),

@@ -37,6 +37,14 @@ export function webhookSecret(): string {
   return secret;
 }
 
+/** The servers' fingerprint secret, made and shared like the webhook secret: every server of
+ * a run (a restarted one too) must key fingerprints alike. */
+export function fingerprintSecret(): string {
+  const secret = process.env.ONCE_E2E_FINGERPRINT_SECRET || randomBytes(32).toString('hex');
+  process.env.ONCE_E2E_FINGERPRINT_SECRET = secret;
+  return secret;
+}
+
 /** A port nobody listens on now, for a server a test starts itself (a fixed one could still
  * be held by the server of an earlier, failed repetition of the same test). */
 export async function freePort(): Promise<number> {
@@ -87,6 +95,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
       PROVIDER_URL: `http://127.0.0.1:${PROVIDER_PORT}`,
       PROVIDER_WEBHOOK_SECRETS: webhookSecret(),
+      IDEMPOTENCY_FINGERPRINT_SECRETS: fingerprintSecret(),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
       ...E2E_SERVER_ENV,
       ...options.env,

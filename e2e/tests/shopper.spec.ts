@@ -311,7 +311,7 @@ test('the cart can be edited, and an out-of-stock cart fixed and ordered', async
   await expect(page.getByTestId('cart-count')).toHaveText('Cart (17)');
 
   await page.getByRole('button', PLACE_ORDER).click();
-  await expect(page.getByRole('alert')).toContainText('of Desk lamp are in stock. Lower the quantity');
+  await expect(page.getByRole('alert')).toContainText('not in stock in the quantity you chose (see each line). Lower the quantity');
   expect(await orders(page)).toHaveLength(0);
   await hydrated(page);
   // A typed quantity applies when the field is left, without "Update".

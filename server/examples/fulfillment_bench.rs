@@ -36,6 +36,7 @@ async fn bench(bus: &str, nats: Option<String>, events: i64, orders: usize) -> a
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
     let mut config = Config::from_vars(|name| match name {
         "PROVIDER_WEBHOOK_SECRETS" => Some("bench-only-webhook-secret".into()),
+        "IDEMPOTENCY_FINGERPRINT_SECRETS" => Some("bench-only-fingerprint-secret".into()),
         "LEPTOS_SITE_ADDR" => Some("127.0.0.1:0".into()),
         _ => std::env::var(name).ok(),
     })?;

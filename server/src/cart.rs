@@ -32,6 +32,21 @@ pub enum CartError {
     Storage(#[from] sqlx::Error),
 }
 
+impl CartError {
+    /// The code of the words a page shows for it (`app::messages`).
+    pub fn code(&self) -> &'static str {
+        use app::messages::*;
+        match self {
+            Self::UnknownSku(_) => UNKNOWN_PRODUCT,
+            Self::BadQuantity => BAD_QUANTITY,
+            Self::TooManyLines => TOO_MANY_LINES,
+            Self::BadAddKey => FORM_INCOMPLETE,
+            Self::NotInCart => NOT_IN_CART,
+            Self::Storage(_) => OUR_FAILURE,
+        }
+    }
+}
+
 /// The session's cart, priced from the catalog now, with what is in stock now.
 pub async fn read(db: &PgPool, session_id: &str) -> Result<Cart, sqlx::Error> {
     let lines = sqlx::query!(

@@ -22,6 +22,7 @@
 
 use std::time::{Duration, Instant};
 
+use app::messages;
 use axum::{
     extract::State,
     http::{HeaderMap, StatusCode},
@@ -81,8 +82,14 @@ pub async fn checkout_cart(
     }
     let body = app::dto::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
-    let request =
-        IdempotentRequest::new(session_id, key, orders::CREATE_ORDER, &body).with_faults(faults);
+    let request = IdempotentRequest::new(
+        &idem.fingerprints,
+        session_id,
+        key,
+        orders::CREATE_ORDER,
+        &body,
+    )
+    .with_faults(faults);
     Ok(orders::create_order(idem, request, new_order, orders::store::Door::Checkout).await)
 }
 
@@ -148,11 +155,11 @@ async fn place_order_form(
     Form(form): Form<CheckoutForm>,
 ) -> Response {
     let Ok(shopper) = shopper else {
-        return back_to_checkout("Your session had ended. Please check your cart and try again.");
+        return back_to_checkout(messages::SESSION_ENDED);
     };
     let faults = FaultRequest::from_headers(&headers);
     let Ok(key) = IdempotencyKey::parse(&form.idempotency_key) else {
-        return back_to_checkout("The form was incomplete. Please try again.");
+        return back_to_checkout(messages::FORM_INCOMPLETE);
     };
     let started = Instant::now();
     loop {
@@ -160,11 +167,7 @@ async fn place_order_form(
         match redirect_for(answer).await {
             Some(redirect) => return redirect,
             None if started.elapsed() < WAIT_FOR_FIRST => tokio::time::sleep(POLL_EVERY).await,
-            None => {
-                return back_to_checkout(
-                    "Your order is still being processed. Check My orders in a moment.",
-                )
-            }
+            None => return back_to_checkout(messages::STILL_PROCESSING),
         }
     }
 }
@@ -175,22 +178,21 @@ async fn redirect_for(answer: Result<Response, ApiError>) -> Option<Response> {
     Some(match response.status() {
         StatusCode::CREATED => to_order_page(&response),
         StatusCode::CONFLICT => return None,
-        status if status.is_client_error() => back_to_checkout(
-            &refusal_detail(response)
-                .await
-                .unwrap_or_else(|| "The shop could not accept this order.".into()),
-        ),
-        _ => back_to_checkout("The shop could not place your order just now. Please try again."),
+        status if status.is_client_error() => {
+            let name = problem_name(response).await.unwrap_or_default();
+            back_to_checkout(messages::for_order_problem(&name))
+        }
+        _ => back_to_checkout(messages::NOT_PLACED),
     })
 }
 
-/// The shopper-readable reason of a refusal.
-async fn refusal_detail(response: Response) -> Option<String> {
+/// The problem type of a refusal (`out-of-stock`, …): the page shows its words.
+async fn problem_name(response: Response) -> Option<String> {
     let bytes = axum::body::to_bytes(response.into_body(), 64 * 1024)
         .await
         .ok()?;
     let problem: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
-    Some(problem["detail"].as_str()?.to_owned())
+    Some(problem["type"].as_str()?.rsplit('/').next()?.to_owned())
 }
 
 fn to_order_page(response: &Response) -> Response {
@@ -210,10 +212,7 @@ fn redirect_to_order(api_location: &str) -> Response {
     Redirect::to(page).into_response()
 }
 
-fn back_to_checkout(problem: &str) -> Response {
-    Redirect::to(&format!(
-        "/checkout?problem={}",
-        app::query::encode(problem)
-    ))
-    .into_response()
+/// Back to the checkout with the code of the reason (`app::messages`), never its text.
+fn back_to_checkout(code: &str) -> Response {
+    Redirect::to(&format!("/checkout?problem={}", app::query::encode(code))).into_response()
 }

@@ -27,6 +27,9 @@ pub struct Config {
     /// Secrets that may sign provider callbacks; several, so a secret can be rotated.
     /// Required: there is no built-in default anyone could read in the source.
     pub webhook_secrets: Vec<String>,
+    /// Secrets that key request fingerprints (`idempotency::fingerprint`), newest first;
+    /// several, so a secret can be rotated. Required, like the webhook secrets.
+    pub fingerprint_secrets: Vec<String>,
     /// Bounds on every database wait (see [`DbLimits`]).
     pub db_limits: DbLimits,
     /// Test-only fault injection (hold points, forced failures); off unless asked for.
@@ -116,11 +119,15 @@ impl Config {
                 },
             )
             .build();
-        let webhook_secrets: Vec<String> = var_or("PROVIDER_WEBHOOK_SECRETS", "")
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect();
+        let secrets = |name: &str| -> Vec<String> {
+            var_or(name, "")
+                .split(',')
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let webhook_secrets = secrets("PROVIDER_WEBHOOK_SECRETS");
+        let fingerprint_secrets = secrets("IDEMPOTENCY_FINGERPRINT_SECRETS");
         let config = Self {
             database_url: var_or("DATABASE_URL", "postgres://postgres@localhost:5432/once"),
             listen_addr,
@@ -133,6 +140,7 @@ impl Config {
             provider_timeout: millis("PROVIDER_TIMEOUT_MS", "10000")?,
             payment_settle_grace: millis("PAYMENT_SETTLE_GRACE_MS", "60000")?,
             webhook_secrets,
+            fingerprint_secrets,
             db_limits: DbLimits {
                 statement_timeout: millis("DB_STATEMENT_TIMEOUT_MS", "10000")?,
                 lock_timeout: millis("DB_LOCK_TIMEOUT_MS", "5000")?,
@@ -178,6 +186,16 @@ impl Config {
         anyhow::ensure!(
             self.webhook_secrets.iter().all(|s| s.len() >= 16),
             "every PROVIDER_WEBHOOK_SECRETS entry must be at least 16 characters"
+        );
+        anyhow::ensure!(
+            !self.fingerprint_secrets.is_empty(),
+            "IDEMPOTENCY_FINGERPRINT_SECRETS is not set: request fingerprints are keyed with a \
+             secret, so that the key table tells nothing of a request's body, such as a card \
+             number (scripts/run generates one)"
+        );
+        anyhow::ensure!(
+            self.fingerprint_secrets.iter().all(|s| s.len() >= 16),
+            "every IDEMPOTENCY_FINGERPRINT_SECRETS entry must be at least 16 characters"
         );
         anyhow::ensure!(
             (MIN_LEASE..=MAX_LEASE).contains(&self.idempotency_lease),
@@ -236,7 +254,13 @@ mod tests {
             vars.iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.to_string())
-                .or_else(|| (name == "PROVIDER_WEBHOOK_SECRETS").then(|| SECRET.to_owned()))
+                .or_else(|| {
+                    matches!(
+                        name,
+                        "PROVIDER_WEBHOOK_SECRETS" | "IDEMPOTENCY_FINGERPRINT_SECRETS"
+                    )
+                    .then(|| SECRET.to_owned())
+                })
         })
     }
 
@@ -257,6 +281,21 @@ mod tests {
         assert!(none.contains("PROVIDER_WEBHOOK_SECRETS"), "{none}");
         assert!(refusal(&[("PROVIDER_WEBHOOK_SECRETS", " , ")]).contains("not set"));
         assert!(refusal(&[("PROVIDER_WEBHOOK_SECRETS", "short")]).contains("16"));
+    }
+
+    #[test]
+    fn there_is_no_built_in_fingerprint_secret() {
+        let none = Config::from_vars(|name| {
+            (name == "PROVIDER_WEBHOOK_SECRETS").then(|| SECRET.to_owned())
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(none.contains("IDEMPOTENCY_FINGERPRINT_SECRETS"), "{none}");
+        let short = refusal(&[(
+            "IDEMPOTENCY_FINGERPRINT_SECRETS",
+            &format!("{SECRET},short"),
+        )]);
+        assert!(short.contains("16"), "{short}");
     }
 
     #[test]

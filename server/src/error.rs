@@ -28,6 +28,8 @@ pub enum ApiError {
     PaymentInProgress,
     #[error("not found")]
     NotFound,
+    #[error("this request was sent by a page of another site, so it was not acted on")]
+    CrossSite,
     #[error("{detail}")]
     BadRequest {
         problem: &'static str,
@@ -93,6 +95,7 @@ impl ApiError {
             Self::PaymentDeclined { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::RequestInProgress | Self::PaymentInProgress => StatusCode::CONFLICT,
             Self::NotFound => StatusCode::NOT_FOUND,
+            Self::CrossSite => StatusCode::FORBIDDEN,
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -115,6 +118,7 @@ impl ApiError {
             Self::PaymentInProgress => "payment-in-progress",
             Self::CartChanged => "cart-changed",
             Self::NotFound => "not-found",
+            Self::CrossSite => "cross-site-request",
             Self::BadRequest { problem, .. }
             | Self::Unprocessable { problem, .. }
             | Self::Unauthorized { problem, .. } => problem,

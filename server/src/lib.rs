@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod operator;
 pub mod orders;
+pub mod origin;
 pub mod outbox;
 pub mod page_deadline;
 pub mod payments;

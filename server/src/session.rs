@@ -3,7 +3,7 @@
 
 use axum::{
     extract::{FromRequestParts, Request},
-    http::request::Parts,
+    http::{header, request::Parts},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -32,12 +32,19 @@ pub async fn layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresS
         .with_expiry(Expiry::OnInactivity(Duration::days(30))))
 }
 
+/// The table of the operator console's sessions: apart from the shoppers', so that an
+/// operator's session id sent as a shop cookie names no shop session (it could otherwise
+/// place orders), and a shop session id sent as an operator cookie names nothing either.
+const OPERATOR_SESSION_TABLE: &str = "operator_session";
+
 /// The operator console's own session: another cookie, sent only to `/operator`, never
-/// along with a shop request (`SameSite=Strict`), and ended after 8 hours of inactivity. A
-/// shopper's session can never be an operator's, and logging in leaves a browser's shop
-/// session (its cart, its orders) alone.
+/// along with a shop request (`SameSite=Strict`), stored in a table of its own, and ended
+/// after 8 hours of inactivity. A shopper's session can never be an operator's, and logging
+/// in leaves a browser's shop session (its cart, its orders) alone.
 pub async fn operator_layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresStore>> {
-    let store = PostgresStore::new(pool);
+    let store = PostgresStore::new(pool)
+        .with_table_name(OPERATOR_SESSION_TABLE)
+        .map_err(anyhow::Error::msg)?;
     store.migrate().await?;
     Ok(SessionManagerLayer::new(store)
         .with_name(OPERATOR_COOKIE_NAME)
@@ -65,10 +72,37 @@ fn unavailable(e: tower_sessions::session::Error) -> ApiError {
     ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
 }
 
+/// Middleware, outside the session layer: a write never sets the shop's session cookie.
+/// Nothing a write does opens a session (see [`ExistingShopper`] and the server functions
+/// in `ssr`); this makes sure of it, because a `Set-Cookie` in the answer to a form that
+/// another site posted would replace the shopper's session with an empty one.
+pub async fn no_cookie_from_writes(request: Request, next: Next) -> Response {
+    let write = !request.method().is_safe();
+    let mut response = next.run(request).await;
+    if write {
+        let ours = format!("{COOKIE_NAME}=");
+        let headers = response.headers_mut();
+        let kept: Vec<_> = headers
+            .get_all(header::SET_COOKIE)
+            .iter()
+            .filter(|c| !c.as_bytes().starts_with(ours.as_bytes()))
+            .cloned()
+            .collect();
+        if kept.len() != headers.get_all(header::SET_COOKIE).iter().count() {
+            tracing::warn!("a write tried to set the session cookie; it was dropped");
+            headers.remove(header::SET_COOKIE);
+            for cookie in kept {
+                headers.append(header::SET_COOKIE, cookie);
+            }
+        }
+    }
+    response
+}
+
 /// The id of the session the request's cookie names, if the store knows it. Loading the
 /// record is what tells: a cookie value the store does not know (expired, purged, made up)
 /// leaves the session without an id.
-async fn existing_id(session: &Session) -> Result<Option<String>, ApiError> {
+pub async fn existing_id(session: &Session) -> Result<Option<String>, ApiError> {
     session.get::<i64>(OPENED_AT).await.map_err(unavailable)?;
     Ok(session.id().map(|id| id.to_string()))
 }
@@ -98,7 +132,7 @@ fn session_of(parts: &mut Parts) -> Result<Session, ApiError> {
 }
 
 /// The current shopper, for reads. `id` scopes idempotency keys and owns orders: a key or
-/// an order of another session is invisible. A request without a session gets one.
+/// an order of another session is invisible. A read without a session gets one.
 pub struct Shopper {
     pub id: String,
     pub session: Session,
@@ -109,7 +143,14 @@ impl<S: Send + Sync> FromRequestParts<S> for Shopper {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let session = session_of(parts)?;
-        let id = ensure_open(&session).await?;
+        // Only a read opens a session: never a POST (see `no_cookie_from_writes`).
+        let id = if parts.method.is_safe() {
+            ensure_open(&session).await?
+        } else {
+            existing_id(&session)
+                .await?
+                .ok_or(ApiError::SessionRequired)?
+        };
         Ok(Self { id, session })
     }
 }

@@ -48,8 +48,10 @@ impl ShopBackend for ServerBackend {
 
     fn cart(&self, session: Session) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
-            let id = open_session_id(&session).await?;
-            cart::read(&self.db, &id).await.map_err(storage)
+            match existing_session_id(&session).await? {
+                Some(id) => cart::read(&self.db, &id).await.map_err(storage),
+                None => Ok(Cart::default()),
+            }
         })
     }
 
@@ -61,7 +63,7 @@ impl ShopBackend for ServerBackend {
         add_key: String,
     ) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
-            let id = open_session_id(&session).await?;
+            let id = session_for_write(&session).await?;
             let quantity =
                 u32::try_from(quantity).map_err(|_| shown(cart::CartError::BadQuantity))?;
             cart::add(&self.db, &id, &sku, quantity, &add_key)
@@ -77,7 +79,7 @@ impl ShopBackend for ServerBackend {
         quantity: i64,
     ) -> BoxFuture<'_, Result<Cart, BackendError>> {
         Box::pin(async move {
-            let id = open_session_id(&session).await?;
+            let id = session_for_write(&session).await?;
             let change = match u32::try_from(quantity) {
                 Ok(0) => cart::LineChange::Remove,
                 Ok(n) => cart::LineChange::SetQuantity(n),
@@ -92,7 +94,13 @@ impl ShopBackend for ServerBackend {
     /// The cart with its checkout key: the same key on every render of the same cart.
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>> {
         Box::pin(async move {
-            let id = open_session_id(&session).await?;
+            let Some(id) = existing_session_id(&session).await? else {
+                return Ok(Checkout {
+                    cart: Cart::default(),
+                    key: cart::fresh_key(),
+                    key_retention_secs: self.key_retention_secs(),
+                });
+            };
             let cart = cart::read(&self.db, &id).await.map_err(storage)?;
             let key = cart::checkout_key(&self.db, &id).await.map_err(shown)?;
             Ok(Checkout {
@@ -117,7 +125,10 @@ impl ShopBackend for ServerBackend {
         id: Uuid,
     ) -> BoxFuture<'_, Result<Option<Order>, BackendError>> {
         Box::pin(async move {
-            orders::store::find(&self.db, &session_id(&session)?, id)
+            let Some(session_id) = session.id() else {
+                return Ok(None);
+            };
+            orders::store::find(&self.db, &session_id.to_string(), id)
                 .await
                 .map_err(storage)
         })
@@ -125,25 +136,21 @@ impl ShopBackend for ServerBackend {
 
     fn orders(&self, session: Session) -> BoxFuture<'_, Result<Vec<Order>, BackendError>> {
         Box::pin(async move {
-            orders::store::for_session(&self.db, &session_id(&session)?)
+            let Some(session_id) = session.id() else {
+                return Ok(Vec::new());
+            };
+            orders::store::for_session(&self.db, &session_id.to_string())
                 .await
                 .map_err(storage)
         })
     }
 }
 
-/// Every page request has an open session (the `open_session` middleware sees to it).
-fn session_id(session: &Session) -> Result<String, BackendError> {
-    session
-        .id()
-        .map(|id| id.to_string())
-        .ok_or_else(|| internal("request without a session"))
-}
-
-/// The session of a server-function call, opened if the call came without one (the cart
-/// is not under the idempotency protocol: a lost cookie loses a cart, never duplicates).
-async fn open_session_id(session: &Session) -> Result<String, BackendError> {
-    session::ensure_open(session)
+/// The session a server-function call names, if the store knows it. Calls never open one:
+/// they are POSTs, and a session opened by a POST that another site sent would replace the
+/// shopper's own (see `session::no_cookie_from_writes`). Pages are GETs, which open it.
+async fn existing_session_id(session: &Session) -> Result<Option<String>, BackendError> {
+    session::existing_id(session)
         .await
         .map_err(|e| BackendError {
             unavailable: matches!(e, crate::error::ApiError::Unavailable(_)),
@@ -151,10 +158,19 @@ async fn open_session_id(session: &Session) -> Result<String, BackendError> {
         })
 }
 
+/// A change of the cart needs the session the page was shown in.
+async fn session_for_write(session: &Session) -> Result<String, BackendError> {
+    existing_session_id(session).await?.ok_or(BackendError {
+        message: app::messages::SESSION_ENDED,
+        refused: true,
+        unavailable: false,
+    })
+}
+
 fn internal(e: impl std::fmt::Display) -> BackendError {
     tracing::error!(error = %e, "backend call failed");
     BackendError {
-        message: "Something went wrong on our side. Please try again.".into(),
+        message: app::messages::OUR_FAILURE,
         refused: false,
         unavailable: false,
     }
@@ -174,7 +190,7 @@ fn shown(e: cart::CartError) -> BackendError {
     match e {
         cart::CartError::Storage(inner) => storage(inner),
         other => BackendError {
-            message: other.to_string(),
+            message: other.code(),
             refused: true,
             unavailable: false,
         },

@@ -15,8 +15,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api, bus, checkout, config::Config, db, faults::Faults, fulfillment, health, idempotency,
-    metrics, openapi, operator, payments::provider::ProviderClient, session, ssr, state::AppState,
-    workers,
+    idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator, origin,
+    payments::provider::ProviderClient, session, ssr, state::AppState, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -56,6 +56,7 @@ impl Application {
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
             provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
+            fingerprints: FingerprintKeys::new(&config.fingerprint_secrets),
             config: Arc::new(config),
         };
         let router = router(state.clone()).await?;
@@ -123,8 +124,13 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .merge(fulfillment::email::router())
         .merge(ssr::router(&state))
         .layer(middleware::from_fn(session::open_session))
-        .layer(sessions);
-    let console = operator::router().layer(session::operator_layer(state.db.clone()).await?);
+        .layer(sessions)
+        .layer(middleware::from_fn(session::no_cookie_from_writes))
+        .layer(middleware::from_fn(origin::same_origin_redirects))
+        .layer(middleware::from_fn(origin::same_origin_writes));
+    let console = operator::router()
+        .layer(session::operator_layer(state.db.clone()).await?)
+        .layer(middleware::from_fn(origin::same_origin_writes));
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
         .merge(console)

@@ -8,7 +8,8 @@ use leptos::config::LeptosOptions;
 use sqlx::PgPool;
 
 use crate::{
-    bus::Bus, config::Config, db::Readers, faults::Faults, metrics::Metrics,
+    bus::Bus, config::Config, db::Readers, faults::Faults,
+    idempotency::fingerprint::FingerprintKeys, metrics::Metrics,
     payments::provider::ProviderClient, workers,
 };
 
@@ -26,6 +27,8 @@ pub struct AppState {
     pub faults: Faults,
     pub provider: ProviderClient,
     pub bus: Arc<dyn Bus>,
+    /// The secrets request fingerprints are keyed with (`idempotency::fingerprint`).
+    pub fingerprints: FingerprintKeys,
 }
 
 impl AppState {

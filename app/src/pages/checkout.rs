@@ -9,7 +9,7 @@ use crate::{
         status_line::{Notice, StatusLine},
     },
     dto::{Checkout, Order},
-    query,
+    messages, query,
     submit_once::{
         reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem, Status,
     },
@@ -24,7 +24,13 @@ pub fn CheckoutPage() -> impl IntoView {
     let edit = expect_context::<ServerAction<SetCartQuantity>>();
     // Every change of the cart gives it a new key: show the cart and its key afresh.
     let checkout = Resource::new(move || edit.version().get(), |_| get_checkout());
-    let problem = move || use_query_map().read().get("problem");
+    // Only words the shop issues: the address carries a code (`crate::messages`).
+    let problem = move || {
+        use_query_map()
+            .read()
+            .get("problem")
+            .and_then(|code| messages::text(&code))
+    };
     view! {
         <Title text="Your cart · Once"/>
         <h1 tabindex="-1">"Your cart"</h1>
@@ -73,7 +79,7 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
             // exactly as after the no-wasm form.
             Origin::ThisPage => reload_to(&format!(
                 "/checkout?problem={}",
-                query::encode(&problem.detail)
+                query::encode(messages::for_order_problem(&problem.name))
             )),
             Origin::Earlier => notice.set(Some(Notice::not_placed(&problem))),
         },

@@ -7,8 +7,12 @@
 //!    as the charge call (`payments::apply`). A callback whose amount does not match the
 //!    order is recorded as refused and logged, never credited.
 //!
+//! Between 1 and 2, a charge the attempt did not record itself is confirmed with the provider
+//! ([`confirm`]); an unconfirmed one is recorded and never applied.
+//!
 //! A transient failure rolls back all of it and answers 503, so the provider retries.
 
+mod confirm;
 mod outcome;
 pub mod signature;
 
@@ -28,7 +32,10 @@ use uuid::Uuid;
 
 use crate::{
     error::ApiError,
-    payments::apply::{self, Applied, ApplyError, ChargeFacts},
+    payments::{
+        apply::{self, Applied, ApplyError, ChargeFacts},
+        provider::ProviderClient,
+    },
     state::AppState,
 };
 use outcome::Outcome;
@@ -78,6 +85,9 @@ enum Event {
     /// A kind we know whose data is not the shape of that kind. It is signed, so it came
     /// from the provider, and sending it again will not change it: recorded, acknowledged.
     Malformed,
+    /// A charge that is not the attempt's own and that the provider does not confirm for
+    /// it ([`confirm`]): recorded, acknowledged, never applied.
+    Unconfirmed(ChargeData),
 }
 
 fn understand(event: &ProviderEvent) -> Event {
@@ -113,6 +123,7 @@ fn understand(event: &ProviderEvent) -> Event {
 async fn receive(
     State(db): State<PgPool>,
     State(secrets): State<WebhookSecrets>,
+    State(provider): State<ProviderClient>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
@@ -128,7 +139,7 @@ async fn receive(
     };
     let payload: serde_json::Value = serde_json::from_slice(&body).map_err(invalid)?;
     let envelope: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
-    let event = understand(&envelope);
+    let event = confirm::confirmed(&db, &provider, understand(&envelope)).await?;
     let outcome = record_and_apply(&db, &envelope, &event, payload).await?;
     Ok(Json(json!({ "received": true, "outcome": outcome })))
 }
@@ -161,7 +172,9 @@ async fn record_and_apply(
 ) -> Result<&'static str, ApiError> {
     let mut tx = db.begin().await?;
     let charge_id = match event {
-        Event::Succeeded(d) | Event::Failed(d) => Some(d.charge_id.as_str()),
+        Event::Succeeded(d) | Event::Failed(d) | Event::Unconfirmed(d) => {
+            Some(d.charge_id.as_str())
+        }
         Event::Other | Event::Malformed => None,
     };
     let inserted = sqlx::query!(
@@ -213,6 +226,7 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
         Event::Succeeded(data) | Event::Failed(data) => data,
         Event::Other => return Ok(Outcome::Ignored),
         Event::Malformed => return Ok(Outcome::Malformed),
+        Event::Unconfirmed(_) => return Ok(Outcome::Unconfirmed),
     };
     let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
         return Ok(Outcome::UnknownPayment);

@@ -21,6 +21,9 @@ pub enum Outcome {
     Conflict,
     /// A known kind whose data does not have the shape that kind has.
     Malformed,
+    /// Its charge is not the one the attempt's own call recorded, and the provider does not
+    /// list it for the attempt with that status: never applied.
+    Unconfirmed,
 }
 
 impl Outcome {
@@ -34,6 +37,7 @@ impl Outcome {
             Self::AmountMismatch => "amount_mismatch",
             Self::Conflict => "conflict",
             Self::Malformed => "malformed",
+            Self::Unconfirmed => "unconfirmed",
         }
     }
 
@@ -54,7 +58,7 @@ mod tests {
     /// Every name is one the database's CHECK constraint accepts.
     #[test]
     fn names_match_the_database_constraint() {
-        let migration = include_str!("../../../migrations/0004_leaks.sql");
+        let migration = include_str!("../../../migrations/0008_secrets_and_callbacks.sql");
         for outcome in [
             Outcome::Applied,
             Outcome::AlreadyApplied,
@@ -64,6 +68,7 @@ mod tests {
             Outcome::AmountMismatch,
             Outcome::Conflict,
             Outcome::Malformed,
+            Outcome::Unconfirmed,
         ] {
             assert!(
                 migration.contains(&format!("'{}'", outcome.as_str())),

@@ -26,7 +26,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use super::{
-    fingerprint::Fingerprint,
+    fingerprint::{Fingerprint, FingerprintKeys},
     key::IdempotencyKey,
     response::{Reply, StoredResponse},
     store::{self, Claimed, Existing},
@@ -60,6 +60,7 @@ pub struct IdempotentRequest {
 
 impl IdempotentRequest {
     pub fn new(
+        fingerprints: &FingerprintKeys,
         scope: &str,
         key: IdempotencyKey,
         operation: &str,
@@ -67,7 +68,7 @@ impl IdempotentRequest {
     ) -> Self {
         Self {
             scope: scope.to_owned(),
-            fingerprint: Fingerprint::of(&Method::POST, operation, body),
+            fingerprint: fingerprints.of(&Method::POST, operation, body),
             key,
             operation: operation.to_owned(),
             faults: FaultRequest::default(),
@@ -84,6 +85,7 @@ impl IdempotentRequest {
 pub struct RequestKey {
     key: IdempotencyKey,
     faults: FaultRequest,
+    fingerprints: FingerprintKeys,
 }
 
 impl RequestKey {
@@ -98,14 +100,19 @@ impl RequestKey {
         operation: &str,
         body: &serde_json::Value,
     ) -> IdempotentRequest {
-        IdempotentRequest::new(scope, self.key, operation, body).with_faults(self.faults)
+        IdempotentRequest::new(&self.fingerprints, scope, self.key, operation, body)
+            .with_faults(self.faults)
     }
 }
 
-impl<S: Send + Sync> FromRequestParts<S> for RequestKey {
+impl<S> FromRequestParts<S> for RequestKey
+where
+    S: Send + Sync,
+    FingerprintKeys: FromRef<S>,
+{
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let header = parts
             .headers
             .get("idempotency-key")
@@ -115,6 +122,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RequestKey {
         Ok(Self {
             key: IdempotencyKey::parse(&text)?,
             faults: FaultRequest::from_headers(&parts.headers),
+            fingerprints: FingerprintKeys::from_ref(state),
         })
     }
 }
@@ -127,6 +135,7 @@ pub struct Idempotency {
     pub lease: Duration,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
+    pub fingerprints: FingerprintKeys,
 }
 
 impl FromRef<AppState> for Idempotency {
@@ -137,6 +146,7 @@ impl FromRef<AppState> for Idempotency {
             lease: state.config.idempotency_lease,
             metrics: state.metrics.clone(),
             faults: state.faults.clone(),
+            fingerprints: state.fingerprints.clone(),
         }
     }
 }

@@ -1,26 +1,70 @@
-//! The request fingerprint: SHA-256 over method, route and the canonical JSON body. Key order
-//! and whitespace do not change it; any change of a value does.
+//! The request fingerprint: HMAC-SHA256, under a server secret, of method, route and the
+//! canonical JSON body. Key order and whitespace do not change it; any change of a value
+//! does.
+//!
+//! Keyed, because a body can hold a secret of the shopper's: a payment's card number. A
+//! plain hash of a body drawn from a small space (card numbers are 16 digits with a check
+//! digit and known prefixes) is reversed by trying them all, so the key table would hold
+//! the card in all but name. Without the server's secret (`IDEMPOTENCY_FINGERPRINT_SECRETS`)
+//! a stored fingerprint tells nothing about the body. Secrets rotate like the webhook
+//! secrets: the first one keys new requests, and a stored fingerprint made under any of
+//! them still matches its own request (docs/design.md, "The fingerprint").
+
+use std::sync::Arc;
 
 use axum::http::Method;
+use hmac::{Hmac, Mac};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fingerprint(String);
+/// The secrets fingerprints are keyed with, newest first.
+#[derive(Clone)]
+pub struct FingerprintKeys(Arc<[String]>);
 
-impl Fingerprint {
-    pub fn of(method: &Method, route: &str, body: &Value) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(method.as_str().as_bytes());
-        hasher.update(b"\n");
-        hasher.update(route.as_bytes());
-        hasher.update(b"\n");
-        hasher.update(canonical_json(body).as_bytes());
-        Self(hex::encode(hasher.finalize()))
+impl std::fmt::Debug for FingerprintKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FingerprintKeys({} secrets)", self.0.len())
+    }
+}
+
+impl FingerprintKeys {
+    /// `secrets` is never empty (the configuration refuses to start without one).
+    pub fn new(secrets: &[String]) -> Self {
+        Self(secrets.into())
     }
 
+    pub fn of(&self, method: &Method, route: &str, body: &Value) -> Fingerprint {
+        let body = canonical_json(body);
+        let macs = self.0.iter().map(|secret| {
+            let mut mac =
+                Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
+            for part in [method.as_str(), "\n", route, "\n", &body] {
+                mac.update(part.as_bytes());
+            }
+            hex::encode(mac.finalize().into_bytes())
+        });
+        Fingerprint(macs.collect())
+    }
+}
+
+/// A request's fingerprint under each secret; the first is the one stored with a new key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fingerprint(Vec<String>);
+
+impl Fingerprint {
+    /// The fingerprint a new key is stored with.
     pub fn as_str(&self) -> &str {
+        &self.0[0]
+    }
+
+    /// Every form it may have been stored in (one per secret).
+    pub fn accepted(&self) -> &[String] {
         &self.0
+    }
+
+    /// Whether a stored fingerprint is this request's, under any of the secrets.
+    pub fn matches(&self, stored: &str) -> bool {
+        self.0.iter().any(|f| f == stored)
     }
 }
 
@@ -68,8 +112,40 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
+    fn keys() -> FingerprintKeys {
+        FingerprintKeys::new(&["a secret for the unit tests".into()])
+    }
+
     fn post(body: &Value) -> Fingerprint {
-        Fingerprint::of(&Method::POST, "/api/orders", body)
+        keys().of(&Method::POST, "/api/orders", body)
+    }
+
+    #[test]
+    fn without_the_secret_the_fingerprint_tells_nothing_of_the_body() {
+        let body = json!({ "card_number": "4242424242424242" });
+        let plain = {
+            use sha2::Digest;
+            let text = format!("POST\n/api/orders\n{}", canonical_json(&body));
+            hex::encode(Sha256::digest(text.as_bytes()))
+        };
+        assert_ne!(post(&body).as_str(), plain);
+        let other = FingerprintKeys::new(&["another secret entirely".into()]);
+        assert_ne!(post(&body), other.of(&Method::POST, "/api/orders", &body));
+    }
+
+    #[test]
+    fn a_fingerprint_stored_under_a_retired_secret_still_matches() {
+        let old = FingerprintKeys::new(&["the secret of last month".into()]);
+        let rotated = FingerprintKeys::new(&[
+            "the secret of this month".into(),
+            "the secret of last month".into(),
+        ]);
+        let body = json!({ "items": [] });
+        let stored = old.of(&Method::POST, "/api/orders", &body);
+        let now = rotated.of(&Method::POST, "/api/orders", &body);
+        assert_ne!(now.as_str(), stored.as_str(), "new keys use the new secret");
+        assert!(now.matches(stored.as_str()));
+        assert!(!post(&body).matches(stored.as_str()));
     }
 
     #[test]
@@ -90,13 +166,10 @@ mod tests {
     #[test]
     fn method_and_route_are_part_of_the_fingerprint() {
         let body = json!({});
+        assert_ne!(post(&body), keys().of(&Method::PUT, "/api/orders", &body));
         assert_ne!(
             post(&body),
-            Fingerprint::of(&Method::PUT, "/api/orders", &body)
-        );
-        assert_ne!(
-            post(&body),
-            Fingerprint::of(&Method::POST, "/api/orders/1/payments", &body)
+            keys().of(&Method::POST, "/api/orders/1/payments", &body)
         );
     }
 

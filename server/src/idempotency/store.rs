@@ -82,12 +82,12 @@ pub async fn claim(
               SET state = 'processing', lease_token = $4, finished_at = NULL,
                   locked_until = now() + $5::bigint * interval '1 millisecond'
              FROM (SELECT state FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE) previous
-            WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = $3
+            WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = ANY($3)
               AND (k.state = 'failed' OR (k.state = 'processing' AND k.locked_until < now()))
         RETURNING previous.state AS "previous!""#,
         &req.scope,
         req.key.as_str(),
-        req.fingerprint.as_str(),
+        req.fingerprint.accepted(),
         token,
         lease_ms
     )
@@ -157,7 +157,7 @@ fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
     let Some(row) = row else {
         return Existing::Unused;
     };
-    if row.fingerprint != req.fingerprint.as_str() {
+    if !req.fingerprint.matches(&row.fingerprint) {
         return Existing::DifferentRequest;
     }
     match row.held() {

@@ -66,6 +66,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("not-found", 404,
         "There is no such resource in this session (other sessions' orders and keys are invisible).",
         "not found"),
+    problem("cross-site-request", 403,
+        "A browser sent this write from a page of another site (Sec-Fetch-Site or Origin says so). Nothing was done; writes come from the shop's own pages or from programs.",
+        "this request was sent by a page of another site, so it was not acted on"),
     problem("card-declined", 402,
         "The provider declined the card. Nothing was charged; pay again with another card and a new key.",
         "Your card was declined. Nothing was charged; please try another card. (code: card_declined)"),
@@ -131,6 +134,7 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
 /// Refused for the request's own form, before the executor reads the key: never stored,
 /// so never a replay.
 const REFUSED_BEFORE_THE_KEY: &[&str] = &[
+    "cross-site-request",
     "session-required",
     "idempotency-key-missing",
     "idempotency-key-malformed",
@@ -144,6 +148,7 @@ const REFUSED_BEFORE_THE_KEY: &[&str] = &[
 
 /// Every operation that takes an Idempotency-Key can answer these too.
 const EVERY_KEYED_WRITE: &[&str] = &[
+    "cross-site-request",
     "session-required",
     "idempotency-key-missing",
     "idempotency-key-malformed",

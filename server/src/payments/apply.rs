@@ -67,17 +67,7 @@ pub async fn charge_succeeded(
     payment_id: Uuid,
     charge: &ChargeFacts,
 ) -> Result<Applied, ApplyError> {
-    let target = sqlx::query_as!(
-        Target,
-        "SELECT p.status AS payment_status, o.id AS order_id, o.status AS order_status,
-                o.total_cents, o.currency
-           FROM payments p JOIN orders o ON o.id = p.order_id
-          WHERE p.id = $1 FOR UPDATE OF p, o",
-        payment_id,
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    let target = target.ok_or(ApplyError::UnknownPayment(payment_id))?;
+    let target = lock_target(tx, payment_id).await?;
     if charge.amount_cents != target.total_cents || charge.currency != target.currency {
         return Err(ApplyError::AmountMismatch {
             charged: charge.amount_cents,
@@ -99,6 +89,33 @@ pub async fn charge_succeeded(
     set_status(tx, payment_id, "succeeded", charge).await?;
     mark_order_paid(tx, target.order_id, payment_id, charge).await?;
     Ok(Applied::Paid)
+}
+
+/// Locks the attempt's order, then the attempt: the order first, as every path that pays an
+/// order does (`store::begin_attempt` locks it to insert an attempt), so two of them never
+/// wait for each other in a cycle.
+async fn lock_target(tx: &mut PgConnection, payment_id: Uuid) -> Result<Target, ApplyError> {
+    let order = sqlx::query!(
+        "SELECT id, status, total_cents, currency FROM orders
+          WHERE id = (SELECT order_id FROM payments WHERE id = $1) FOR NO KEY UPDATE",
+        payment_id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?
+    .ok_or(ApplyError::UnknownPayment(payment_id))?;
+    let payment_status = sqlx::query_scalar!(
+        "SELECT status FROM payments WHERE id = $1 FOR NO KEY UPDATE",
+        payment_id,
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok(Target {
+        payment_status,
+        order_id: order.id,
+        order_status: order.status,
+        total_cents: order.total_cents,
+        currency: order.currency,
+    })
 }
 
 async fn set_status(

@@ -64,6 +64,13 @@ const ONE_PENDING_PER_ORDER: &str = "payments_one_pending_per_order";
 /// Recovery point 1: records the attempt (amount from the order, never from the client), or
 /// finds the one an earlier try of the same request recorded. Commits on its own. Another
 /// attempt of the order still pending (another key) → [`AttemptRefused::InProgress`].
+///
+/// The order's row is locked (`FOR NO KEY UPDATE`) while the attempt is inserted, so the
+/// "still payable" test is made on its latest version: an attempt that began while another
+/// attempt's success was committing waits for that commit, then finds the order paid and
+/// inserts nothing. Without the lock, its snapshot would still show the order payable while
+/// the other attempt is no longer pending, and the provider would charge the order twice.
+/// Every path that pays an order locks the order before its payment (see `apply`).
 pub async fn begin_attempt(
     db: &PgPool,
     session_id: &str,
@@ -74,6 +81,7 @@ pub async fn begin_attempt(
         "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
          SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
           WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
+            FOR NO KEY UPDATE OF o
          ON CONFLICT ON CONSTRAINT payments_attempt_key DO NOTHING",
         Uuid::new_v4(),
         order_id,

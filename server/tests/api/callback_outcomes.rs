@@ -6,17 +6,18 @@ use crate::helpers::*;
 
 #[tokio::test]
 async fn a_success_for_an_order_already_paid_is_refund_due_not_a_second_success() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     let (order_id, _, _) = paid_order(&app).await;
     // Another attempt's charge went through too (a double charge, however it happened).
     let other = pending_attempt(&app, &order_id).await;
-    let late = callback("charge.succeeded", "txn_double", "ch_double", 3600, &other);
+    let double = provider.unannounced_charge(&other).await;
+    let late = callback("charge.succeeded", "txn_double", &double, 3600, &other);
     assert_eq!(app.callback_outcome(&late).await, "refund_due");
     assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
     assert_eq!(
         app.count_where(
             "payments",
-            "status = 'refund_due' AND provider_charge_id = 'ch_double'"
+            &format!("status = 'refund_due' AND provider_charge_id = '{double}'")
         )
         .await,
         1
@@ -42,15 +43,16 @@ async fn a_success_for_an_order_already_paid_is_refund_due_not_a_second_success(
 
 #[tokio::test]
 async fn a_success_for_a_cancelled_order_is_refund_due() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let payment_id = pending_attempt(&app, &order_id).await;
+    let charge = provider.unannounced_charge(&payment_id).await;
     app.sql(
         "UPDATE orders SET status = 'cancelled' WHERE id = $1::uuid",
         &order_id,
     )
     .await;
-    let success = callback("charge.succeeded", "txn_c", "ch_c", 3600, &payment_id);
+    let success = callback("charge.succeeded", "txn_c", &charge, 3600, &payment_id);
     assert_eq!(app.callback_outcome(&success).await, "refund_due");
     assert_eq!(app.order_status(&order_id).await, "cancelled");
     assert_eq!(
@@ -61,15 +63,16 @@ async fn a_success_for_a_cancelled_order_is_refund_due() {
 
 #[tokio::test]
 async fn a_late_success_after_a_timeout_failure_is_honoured_while_the_order_is_payable() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let payment_id = pending_attempt(&app, &order_id).await;
+    let charge = provider.unannounced_charge(&payment_id).await;
     app.sql(
         "UPDATE payments SET status = 'failed', failure_code = 'timeout' WHERE id = $1::uuid",
         &payment_id,
     )
     .await;
-    let late = callback("charge.succeeded", "txn_l", "ch_l", 3600, &payment_id);
+    let late = callback("charge.succeeded", "txn_l", &charge, 3600, &payment_id);
     assert_eq!(app.callback_outcome(&late).await, "applied");
     assert_eq!(app.order_status(&order_id).await, "paid");
     assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
@@ -77,7 +80,7 @@ async fn a_late_success_after_a_timeout_failure_is_honoured_while_the_order_is_p
 
 #[tokio::test]
 async fn callbacks_that_could_never_succeed_are_recorded_and_acknowledged() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     // A kind of event the shop does not act on, with a data shape of its own.
     let unknown = serde_json::json!({
         "id": "evt_dispute", "type": "charge.dispute.created", "tx_no": "txn_dispute",
@@ -94,18 +97,19 @@ async fn callbacks_that_could_never_succeed_are_recorded_and_acknowledged() {
     let order_id = place_order(&app).await;
     let earlier = pending_attempt(&app, &order_id).await;
     app.sql(
-        "UPDATE payments SET status = 'failed', provider_charge_id = 'ch_taken' WHERE id = $1::uuid",
+        "UPDATE payments SET status = 'failed' WHERE id = $1::uuid",
         &earlier,
     )
     .await;
     let payment_id = pending_attempt(&app, &order_id).await;
-    let clash = callback(
-        "charge.succeeded",
-        "txn_clash",
-        "ch_taken",
-        3600,
-        &payment_id,
-    );
+    let taken = provider.unannounced_charge(&payment_id).await;
+    sqlx::query("UPDATE payments SET provider_charge_id = $2 WHERE id = $1::uuid")
+        .bind(&earlier)
+        .bind(&taken)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let clash = callback("charge.succeeded", "txn_clash", &taken, 3600, &payment_id);
     assert_eq!(app.callback_outcome(&clash).await, "conflict");
     assert_eq!(
         app.count_where("payment_callbacks", "outcome = 'conflict'")

@@ -4,17 +4,12 @@ use crate::helpers::*;
 
 #[tokio::test]
 async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_once() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     // The charge's answer is still on the way: the storm is what settles the attempt.
     let payment_id = pending_attempt(&app, &order_id).await;
-    let succeeded = callback(
-        "charge.succeeded",
-        "txn_storm",
-        "ch_storm",
-        3600,
-        &payment_id,
-    );
+    let charge = provider.unannounced_charge(&payment_id).await;
+    let succeeded = callback("charge.succeeded", "txn_storm", &charge, 3600, &payment_id);
     let deliveries: Vec<_> = (0..20)
         .map(|_| {
             let request = signed_callback(&app, &succeeded, TEST_WEBHOOK_SECRET, now());
@@ -46,7 +41,7 @@ async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_on
     let late_failure = callback(
         "charge.failed",
         "txn_late_failure",
-        "ch_storm",
+        &charge,
         3600,
         &payment_id,
     );
@@ -138,16 +133,11 @@ async fn a_charge_answer_racing_its_callback_is_applied_once() {
 
 #[tokio::test]
 async fn a_success_arriving_before_the_charge_answer_is_applied_once() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let payment_id = pending_attempt(&app, &order_id).await;
-    let early = callback(
-        "charge.succeeded",
-        "txn_early",
-        "ch_early",
-        3600,
-        &payment_id,
-    );
+    let charge = provider.unannounced_charge(&payment_id).await;
+    let early = callback("charge.succeeded", "txn_early", &charge, 3600, &payment_id);
     let body: serde_json::Value = app.send_callback(&early, now()).await.json().await.unwrap();
     assert_eq!(body["outcome"], "applied");
     assert_eq!(app.order_status(&order_id).await, "paid");
@@ -247,10 +237,11 @@ async fn bad_signatures_and_bodies_are_refused_and_nothing_is_stored() {
 
 #[tokio::test]
 async fn a_callback_whose_amount_does_not_match_the_order_is_refused_and_recorded() {
-    let (app, _provider) = spawn_shop_and_provider().await;
+    let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let payment_id = pending_attempt(&app, &order_id).await;
-    let wrong = callback("charge.succeeded", "txn_wrong", "ch_wrong", 1, &payment_id);
+    let charge = provider.unannounced_charge(&payment_id).await;
+    let wrong = callback("charge.succeeded", "txn_wrong", &charge, 1, &payment_id);
     let body: serde_json::Value = app.send_callback(&wrong, now()).await.json().await.unwrap();
     assert_eq!(body["outcome"], "amount_mismatch");
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
@@ -296,4 +287,70 @@ async fn a_rotated_secret_is_still_accepted() {
             .unwrap();
         assert_eq!(response.status(), 200, "signed with {secret}");
     }
+}
+
+/// The attempt's id and the charge id its own call recorded.
+async fn attempt_of(app: &TestApp, order_id: &str) -> (String, Option<String>) {
+    sqlx::query_as("SELECT id::text, provider_charge_id FROM payments WHERE order_id = $1::uuid")
+        .bind(order_id)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_signed_callback_cannot_give_an_attempt_a_charge_the_provider_never_made_for_it() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let declined = pay(&app, &order_id, "declined", CARD_DECLINED, &[]).await;
+    assert_eq!(declined.status(), 402);
+    let (payment_id, own_charge) = attempt_of(&app, &order_id).await;
+    assert!(own_charge.is_some());
+    // Signed, but naming a charge the provider never issued, or another order's charge.
+    let (_, _, elsewhere) = paid_order(&app).await;
+    for (tx_no, charge) in [
+        ("txn_forged", "ch_never_issued"),
+        ("txn_borrowed", elsewhere.as_str()),
+    ] {
+        let forged = callback("charge.succeeded", tx_no, charge, 3600, &payment_id);
+        assert_eq!(app.callback_outcome(&forged).await, "unconfirmed");
+    }
+    assert_eq!(
+        attempt_of(&app, &order_id).await,
+        (payment_id.clone(), own_charge)
+    );
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    assert_eq!(
+        app.count_where("payment_callbacks", "outcome = 'unconfirmed'")
+            .await,
+        2
+    );
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1,
+        "only the other order's own payment"
+    );
+}
+
+#[tokio::test]
+async fn a_callback_the_provider_cannot_be_asked_about_is_retried_not_recorded() {
+    let app = spawn_app_with_faults(|c| c.provider_url = "http://127.0.0.1:9".into()).await;
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    let early = callback(
+        "charge.succeeded",
+        "txn_unasked",
+        "ch_unasked",
+        3600,
+        &payment_id,
+    );
+    let response = app.send_callback(&early, now()).await;
+    assert_problem(response, 503, "service-unavailable").await;
+    assert_eq!(
+        app.count("payment_callbacks").await,
+        0,
+        "delivered again later"
+    );
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
 }

@@ -79,7 +79,13 @@ async fn a_refusal_ends_the_intent_and_a_changed_cart_gets_a_new_key() {
     app.sql("UPDATE products SET stock = 1 WHERE sku = $1", "MUG-001")
         .await;
     let refused = location(&submit_form(&app, &app.client, &key, None).await);
-    assert!(refused.contains("in%20stock"), "{refused}");
+    // The reason travels as a code: the page shows the shop's own words for it.
+    assert_eq!(refused, "/checkout?problem=out-of-stock");
+    let page = app.get_text(&app.client, &refused).await;
+    assert!(
+        page.contains("not in stock in the quantity you chose"),
+        "{page}"
+    );
     let next = page_key(&app, &app.client).await;
     assert_ne!(next, key, "the refusal ended the intent");
 

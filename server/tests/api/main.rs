@@ -4,8 +4,10 @@
 mod bad_input;
 mod callback_outcomes;
 mod callbacks;
+mod card_secrecy;
 mod cart;
 mod checkout;
+mod cross_site;
 mod dead_letters;
 mod foundation;
 mod fulfillment;
@@ -26,4 +28,5 @@ mod reconcile_runs;
 mod repeats;
 mod sessions;
 mod shop;
+mod simultaneous_payments;
 mod worker_faults;

@@ -6,7 +6,7 @@
 use std::{future::Future, time::Duration};
 
 use axum::http::Method;
-use server::{idempotency::fingerprint::Fingerprint, orders::CREATE_ORDER};
+use server::{idempotency::fingerprint::FingerprintKeys, orders::CREATE_ORDER};
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 
@@ -21,7 +21,11 @@ async fn rival_row(app: &TestApp, key: &str, state: &str) -> PgConnection {
         .await
         .expect("rival connection");
     let body: serde_json::Value = serde_json::from_str(MUG_ORDER).unwrap();
-    let fingerprint = Fingerprint::of(&Method::POST, CREATE_ORDER, &body);
+    let fingerprint = FingerprintKeys::new(&app.config.fingerprint_secrets).of(
+        &Method::POST,
+        CREATE_ORDER,
+        &body,
+    );
     sqlx::query("BEGIN").execute(&mut rival).await.unwrap();
     sqlx::query(
         "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token,

@@ -202,7 +202,7 @@ async fn a_charge_the_provider_reports_for_an_abandoned_attempt_is_applied_not_r
 
 #[tokio::test]
 async fn a_lock_wait_past_its_bound_is_a_503_not_a_500() {
-    let (app, _provider) = spawn_shop_and_provider_with(|c| {
+    let (app, provider) = spawn_shop_and_provider_with(|c| {
         c.db_limits.lock_timeout = std::time::Duration::from_millis(300);
     })
     .await;
@@ -219,14 +219,9 @@ async fn a_lock_wait_past_its_bound_is_a_503_not_a_500() {
         .fetch_one(&app.db)
         .await
         .unwrap();
-    // The held payment holds its rows' locks; a callback for it waits past the bound.
-    let waiting = callback(
-        "charge.succeeded",
-        "txn_locked",
-        "ch_locked",
-        3600,
-        &payment_id,
-    );
+    // The held payment holds its rows' locks; a callback for its charge waits past the bound.
+    let charge = provider.charge_id_for(&payment_id).await;
+    let waiting = callback("charge.succeeded", "txn_locked", &charge, 3600, &payment_id);
     let response = app
         .send_callback(&waiting, chrono::Utc::now().timestamp())
         .await;

@@ -17,6 +17,9 @@ pub fn admin_url() -> String {
 /// The secret the tests' provider signs callbacks with, and the shop accepts.
 pub const TEST_WEBHOOK_SECRET: &str = "whsec_integration_tests";
 
+/// The secret the tests' servers key request fingerprints with.
+pub const TEST_FINGERPRINT_SECRET: &str = "fingerprints_of_integration_tests";
+
 pub struct TestApp {
     pub address: String,
     pub db: PgPool,
@@ -38,6 +41,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     let db_name = format!("once_test_{}", Uuid::new_v4().simple());
     let mut config = Config::from_vars(|name| match name {
         "PROVIDER_WEBHOOK_SECRETS" => Some(TEST_WEBHOOK_SECRET.to_owned()),
+        "IDEMPOTENCY_FINGERPRINT_SECRETS" => Some(TEST_FINGERPRINT_SECRET.to_owned()),
         _ => std::env::var(name).ok(),
     })
     .expect("configuration");

@@ -25,6 +25,21 @@ pub async fn spawn_shop_and_provider() -> (TestApp, TestProvider) {
 pub async fn spawn_shop_and_provider_with(
     customize: impl FnOnce(&mut server::config::Config) + Send + 'static,
 ) -> (TestApp, TestProvider) {
+    let provider = spawn_provider().await;
+    let provider_url = provider.address.clone();
+    let app = spawn_app_with_faults(move |c| {
+        c.provider_url = provider_url;
+        customize(c);
+    })
+    .await;
+    provider
+        .settings
+        .set_webhook_url(app.url("/webhooks/provider"));
+    (app, provider)
+}
+
+/// The sandbox provider alone; its webhooks go nowhere until a shop is named.
+pub async fn spawn_provider() -> TestProvider {
     let config = provider::config::Config {
         database_url: format!(
             "{}/once_provider_test_{}",
@@ -45,16 +60,7 @@ pub async fn spawn_shop_and_provider_with(
         settings: provider_app.settings(),
     };
     tokio::spawn(provider_app.run_until_stopped(std::future::pending()));
-    let provider_url = provider.address.clone();
-    let app = spawn_app_with_faults(move |c| {
-        c.provider_url = provider_url;
-        customize(c);
-    })
-    .await;
     provider
-        .settings
-        .set_webhook_url(app.url("/webhooks/provider"));
-    (app, provider)
 }
 
 impl TestProvider {
@@ -68,8 +74,8 @@ impl TestProvider {
     }
 
     /// Charges `amount_cents` for the merchant reference `reference` directly at the
-    /// provider, as our own charge call would.
-    pub async fn charge(&self, reference: &str, card: &str, amount_cents: i64) {
+    /// provider, as our own charge call would; returns the charge id.
+    pub async fn charge(&self, reference: &str, card: &str, amount_cents: i64) -> String {
         let response = reqwest::Client::new()
             .post(format!("{}/v1/charges", self.address))
             .header("idempotency-key", format!("test-{reference}"))
@@ -81,6 +87,25 @@ impl TestProvider {
             .await
             .unwrap();
         assert_eq!(response.status(), 201);
+        let charge: serde_json::Value = response.json().await.unwrap();
+        charge["id"].as_str().unwrap().to_owned()
+    }
+
+    /// A charge the provider really made for `reference` (so the shop confirms a callback
+    /// naming it), whose webhooks the provider keeps to itself: the test sends the
+    /// callbacks. Returns the charge id.
+    pub async fn unannounced_charge(&self, reference: &str) -> String {
+        self.settings.set_webhook_url("http://127.0.0.1:9/nowhere");
+        self.charge(reference, CARD_OK, 3600).await
+    }
+
+    /// The id of the provider's charge for `reference`.
+    pub async fn charge_id_for(&self, reference: &str) -> String {
+        sqlx::query_scalar("SELECT id FROM charges WHERE reference = $1")
+            .bind(reference)
+            .fetch_one(&self.db)
+            .await
+            .unwrap()
     }
 
     /// Webhook deliveries the merchant acknowledged.

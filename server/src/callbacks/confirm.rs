@@ -1,0 +1,65 @@
+//! A signed callback proves that the provider (or someone holding its secret) sent it, not
+//! that the charge it names is the attempt's. So a callback that could change an attempt is
+//! applied only when its charge is the one the attempt's own charge call recorded, or when
+//! the provider, asked by the attempt's id, lists that charge for the attempt with the
+//! status the callback claims.
+//! Anything else is recorded as `unconfirmed` and changes nothing: a callback can never
+//! rewrite an attempt's charge id with one the provider did not issue for it.
+//!
+//! The provider is asked before the callback's transaction opens (no lock is held across a
+//! call); when it cannot be asked, the callback answers 503 and the provider delivers it
+//! again.
+
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::Event;
+use crate::{error::ApiError, payments::provider::ProviderClient};
+
+/// `event`, or [`Event::Unconfirmed`] when its charge is neither the attempt's recorded one
+/// nor confirmed by the provider.
+pub async fn confirmed(
+    db: &PgPool,
+    provider: &ProviderClient,
+    event: Event,
+) -> Result<Event, ApiError> {
+    let (data, status) = match &event {
+        Event::Succeeded(data) => (data, "succeeded"),
+        Event::Failed(data) => (data, "failed"),
+        Event::Other | Event::Malformed | Event::Unconfirmed(_) => return Ok(event),
+    };
+    // A reference that names no attempt of ours is refused as unknown when applied.
+    let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
+        return Ok(event);
+    };
+    let Some(attempt) = sqlx::query!(
+        "SELECT status, provider_charge_id FROM payments WHERE id = $1",
+        payment_id,
+    )
+    .fetch_optional(db)
+    .await?
+    else {
+        return Ok(event);
+    };
+    // Attempts only move forward: one the callback can no longer change needs no asking.
+    let can_change = match status {
+        "succeeded" => matches!(attempt.status.as_str(), "pending" | "failed"),
+        _ => attempt.status == "pending",
+    };
+    if !can_change || attempt.provider_charge_id.as_deref() == Some(data.charge_id.as_str()) {
+        return Ok(event);
+    }
+    let listed = provider.charges_for(payment_id).await?;
+    if listed
+        .iter()
+        .any(|c| c.id == data.charge_id && c.status == status)
+    {
+        return Ok(event);
+    }
+    tracing::warn!(payment = %payment_id, charge = %data.charge_id, status,
+        "a callback names a charge the provider does not list for the attempt; not applied");
+    match event {
+        Event::Succeeded(data) | Event::Failed(data) => Ok(Event::Unconfirmed(data)),
+        other => Ok(other),
+    }
+}
