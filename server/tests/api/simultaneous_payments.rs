@@ -10,38 +10,41 @@ use crate::helpers::*;
 const ORDERS: usize = 20;
 const TABS: usize = 5;
 
-/// Releases `TABS` payments of one order together (a barrier, not sleeps); returns their
-/// statuses with the problem type of each refusal.
-async fn pay_from_every_tab_at_once(app: &TestApp, order_id: &str) -> Vec<(u16, String)> {
-    let barrier = Arc::new(Barrier::new(TABS));
-    let tabs: Vec<_> = (0..TABS)
-        .map(|tab| {
-            let request = pay_request(
-                app,
-                order_id,
-                &format!("tab-{tab}-{order_id}"),
-                CARD_OK,
-                &[],
-            );
-            let barrier = barrier.clone();
-            tokio::spawn(async move {
-                barrier.wait().await;
-                let response = request.send().await.unwrap();
-                let status = response.status().as_u16();
-                let body: serde_json::Value = response.json().await.unwrap_or_default();
-                let kind = body["type"].as_str().unwrap_or_default();
-                (
-                    status,
-                    kind.rsplit('/').next().unwrap_or_default().to_owned(),
-                )
-            })
+/// Payments of `order_id` by the tabs in `tabs`, each under its own key, sent together: every
+/// request waits at one barrier (not a sleep) until all are ready.
+fn pay_together(
+    app: &TestApp,
+    order_id: &str,
+    tabs: std::ops::Range<usize>,
+) -> Vec<tokio::task::JoinHandle<reqwest::Response>> {
+    let barrier = Arc::new(Barrier::new(tabs.len()));
+    tabs.map(|tab| {
+        let key = format!("tab-{tab}-{order_id}");
+        let request = pay_request(app, order_id, &key, CARD_OK, &[]);
+        let barrier = barrier.clone();
+        tokio::spawn(async move {
+            barrier.wait().await;
+            request.send().await.unwrap()
         })
-        .collect();
-    futures::future::join_all(tabs)
-        .await
-        .into_iter()
-        .map(Result::unwrap)
-        .collect()
+    })
+    .collect()
+}
+
+/// Releases `TABS` payments of one order together; returns their statuses with the problem
+/// type of each refusal.
+async fn pay_from_every_tab_at_once(app: &TestApp, order_id: &str) -> Vec<(u16, String)> {
+    let mut answers = Vec::new();
+    for tab in pay_together(app, order_id, 0..TABS) {
+        let response = tab.await.unwrap();
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap_or_default();
+        let kind = body["type"].as_str().unwrap_or_default();
+        answers.push((
+            status,
+            kind.rsplit('/').next().unwrap_or_default().to_owned(),
+        ));
+    }
+    answers
 }
 
 #[tokio::test]
@@ -103,23 +106,7 @@ async fn tabs_that_arrive_while_a_success_commits_are_told_the_order_is_paid() {
             &[("once-test-hold", &gate)],
         );
         app.wait_until_held(&gate, 1).await;
-        let barrier = Arc::new(Barrier::new(TABS - 1));
-        let others: Vec<_> = (1..TABS)
-            .map(|tab| {
-                let request = pay_request(
-                    &app,
-                    &order_id,
-                    &format!("tab-{tab}-{order_id}"),
-                    CARD_OK,
-                    &[],
-                );
-                let barrier = barrier.clone();
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    request.send().await.unwrap()
-                })
-            })
-            .collect();
+        let others = pay_together(&app, &order_id, 1..TABS);
         // (The provider's callback for the held charge waits on it too: count the attempts.)
         eventually(
             "the other tabs' attempts wait on the held success",
