@@ -3,7 +3,7 @@
 
 use axum::{
     extract::{FromRequestParts, Request},
-    http::{header, request::Parts},
+    http::{header, request::Parts, Method},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -59,7 +59,7 @@ pub async fn operator_layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<
 /// cookie and the client keeps one identity from its first page or `GET /api/session` on.
 /// Writes never open a session here: see [`ExistingShopper`].
 pub async fn open_session(session: Session, request: Request, next: Next) -> Response {
-    if request.method().is_safe() {
+    if opens_a_session(request.method()) {
         if let Err(e) = ensure_open(&session).await {
             return e.into_response();
         }
@@ -70,6 +70,12 @@ pub async fn open_session(session: Session, request: Request, next: Next) -> Res
 fn unavailable(e: tower_sessions::session::Error) -> ApiError {
     crate::db::note_possible_loss();
     ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
+}
+
+/// Only a page or resource read opens a session: GET and HEAD, not OPTIONS or TRACE (a
+/// preflight or a refused method needs none), and never a write.
+fn opens_a_session(method: &Method) -> bool {
+    matches!(*method, Method::GET | Method::HEAD)
 }
 
 /// Middleware, outside the session layer: a write never sets the shop's session cookie.
@@ -144,7 +150,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Shopper {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         let session = session_of(parts)?;
         // Only a read opens a session: never a POST (see `no_cookie_from_writes`).
-        let id = if parts.method.is_safe() {
+        let id = if opens_a_session(&parts.method) {
             ensure_open(&session).await?
         } else {
             existing_id(&session)

@@ -1,8 +1,9 @@
 //! A signed callback proves that the provider (or someone holding its secret) sent it, not
-//! that the charge it names is the attempt's. So a callback that could change an attempt is
-//! applied only when its charge is the one the attempt's own charge call recorded, or when
-//! the provider, asked by the attempt's id, lists that charge for the attempt with the
-//! status the callback claims.
+//! that the charge it names is the attempt's, nor that the charge ended as it says. So a
+//! callback that could change an attempt is applied only when the provider, asked by the
+//! attempt's id, lists that charge for the attempt with the status the callback claims.
+//! (A callback that can change nothing — its attempt has moved past it — is recorded
+//! without asking.)
 //! Anything else is recorded as `unconfirmed` and changes nothing: a callback can never
 //! rewrite an attempt's charge id with one the provider did not issue for it.
 //!
@@ -32,21 +33,21 @@ pub async fn confirmed(
     let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
         return Ok(event);
     };
-    let Some(attempt) = sqlx::query!(
-        "SELECT status, provider_charge_id FROM payments WHERE id = $1",
-        payment_id,
-    )
-    .fetch_optional(db)
-    .await?
+    let Some(attempt_status) =
+        sqlx::query_scalar!("SELECT status FROM payments WHERE id = $1", payment_id)
+            .fetch_optional(db)
+            .await?
     else {
         return Ok(event);
     };
     // Attempts only move forward: one the callback can no longer change needs no asking.
+    // One it can change is always asked about, even for the charge the attempt recorded:
+    // a declined attempt records its declined charge, which a success must not revive.
     let can_change = match status {
-        "succeeded" => matches!(attempt.status.as_str(), "pending" | "failed"),
-        _ => attempt.status == "pending",
+        "succeeded" => matches!(attempt_status.as_str(), "pending" | "failed"),
+        _ => attempt_status == "pending",
     };
-    if !can_change || attempt.provider_charge_id.as_deref() == Some(data.charge_id.as_str()) {
+    if !can_change {
         return Ok(event);
     }
     let listed = provider.charges_for(payment_id).await?;

@@ -16,6 +16,7 @@ use tower_sessions::Session;
 
 const OPERATOR: &str = "operator";
 const CSRF: &str = "operator_csrf";
+const NOTICE: &str = "operator_notice";
 
 /// Whether `given` is the operator password: compared as SHA-256 digests in constant time.
 pub fn password_matches(expected: &str, given: &str) -> bool {
@@ -63,6 +64,16 @@ pub async fn log_in(session: &Session) -> Result<(), Response> {
         .insert(CSRF, random_secret(32))
         .await
         .map_err(|_| unavailable())
+}
+
+/// A notice for the next page the operator sees (an action's outcome).
+pub async fn leave_notice(session: &Session, text: &str) {
+    let _ = session.insert(NOTICE, text).await;
+}
+
+/// The notice left for this page, shown once.
+pub async fn take_notice(session: &Session) -> Option<String> {
+    session.remove::<String>(NOTICE).await.ok().flatten()
 }
 
 pub async fn log_out(session: &Session) {

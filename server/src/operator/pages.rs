@@ -1,11 +1,12 @@
 //! The console's pages and actions. Every action checks the form's CSRF token first and
-//! answers with a redirect to its page, carrying a short notice.
+//! answers with a redirect to its page; its short notice waits in the operator's session for
+//! that page (never in the address, where a link made elsewhere could put any text).
 
 use std::sync::Arc;
 
 use askama::Template;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{Path, State},
     http::{header, StatusCode},
     response::{Html, IntoResponse, Redirect, Response},
     Form,
@@ -32,11 +33,6 @@ pub struct LoginForm {
     password: String,
 }
 
-#[derive(Deserialize, Default)]
-pub struct Notice {
-    notice: Option<String>,
-}
-
 fn render(template: impl Template) -> Response {
     match template.render() {
         Ok(html) => Html(html).into_response(),
@@ -44,18 +40,9 @@ fn render(template: impl Template) -> Response {
     }
 }
 
-fn back(to: &str, notice: &str) -> Response {
-    let notice: String = url_escape(notice);
-    Redirect::to(&format!("{to}?notice={notice}")).into_response()
-}
-
-fn url_escape(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => (b as char).to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
+async fn back(session: &Session, to: &str, notice: &str) -> Response {
+    auth::leave_notice(session, notice).await;
+    Redirect::to(to).into_response()
 }
 
 fn forbidden() -> Response {
@@ -74,12 +61,12 @@ struct LoginPage {
     notice: Option<String>,
 }
 
-pub async fn login_page(session: Session, Query(notice): Query<Notice>) -> Response {
+pub async fn login_page(session: Session) -> Response {
     match auth::csrf_token(&session).await {
         Ok(csrf) => render(LoginPage {
             logged_in: false,
             csrf,
-            notice: notice.notice,
+            notice: None,
         }),
         Err(response) => response,
     }
@@ -131,16 +118,12 @@ struct OverviewPage {
     figures: Vec<(String, String)>,
 }
 
-pub async fn overview(
-    operator: Operator,
-    State(db): State<PgPool>,
-    Query(notice): Query<Notice>,
-) -> Result<Response, ApiError> {
+pub async fn overview(operator: Operator, State(db): State<PgPool>) -> Result<Response, ApiError> {
     let figures = super::figures::read(&db).await?;
     Ok(render(OverviewPage {
         logged_in: true,
         csrf: operator.csrf,
-        notice: notice.notice,
+        notice: auth::take_notice(&operator.session).await,
         figures,
     }))
 }
@@ -166,7 +149,6 @@ struct ReconciliationPage {
 pub async fn reconciliation(
     operator: Operator,
     State(db): State<PgPool>,
-    Query(notice): Query<Notice>,
 ) -> Result<Response, ApiError> {
     let findings = reconcile::list_findings(&db).await?;
     let runs = sqlx::query_as!(
@@ -180,7 +162,7 @@ pub async fn reconciliation(
     Ok(render(ReconciliationPage {
         logged_in: true,
         csrf: operator.csrf,
-        notice: notice.notice,
+        notice: auth::take_notice(&operator.session).await,
         findings,
         runs,
     }))
@@ -207,7 +189,7 @@ pub async fn run_reconciler(
         Ok(Err(e)) => format!("The run failed: {e}"),
         Err(e) => format!("The run failed: {e}"),
     };
-    back("/operator/reconciliation", &notice)
+    back(&operator.session, "/operator/reconciliation", &notice).await
 }
 
 pub async fn resolve_finding(
@@ -224,7 +206,7 @@ pub async fn resolve_finding(
     } else {
         "That finding is not open."
     };
-    Ok(back("/operator/reconciliation", notice))
+    Ok(back(&operator.session, "/operator/reconciliation", notice).await)
 }
 
 pub async fn refund_finding(
@@ -240,7 +222,7 @@ pub async fn refund_finding(
         true => "Refunded, and the finding is resolved.",
         false => "That finding has no charge to refund, or is not open.",
     };
-    Ok(back("/operator/reconciliation", notice))
+    Ok(back(&operator.session, "/operator/reconciliation", notice).await)
 }
 
 #[derive(Template)]
@@ -255,13 +237,12 @@ struct DeadLettersPage {
 pub async fn dead_letters(
     operator: Operator,
     State(db): State<PgPool>,
-    Query(notice): Query<Notice>,
 ) -> Result<Response, ApiError> {
     let letters = dead_letters::list(&db).await?;
     Ok(render(DeadLettersPage {
         logged_in: true,
         csrf: operator.csrf,
-        notice: notice.notice,
+        notice: auth::take_notice(&operator.session).await,
         letters,
     }))
 }
@@ -280,7 +261,7 @@ pub async fn retry_dead_letter(
         Ok(handled) => format!("Retried: {handled:?}."),
         Err(e) => format!("Not retried: {e}"),
     };
-    back("/operator/dead-letters", &notice)
+    back(&operator.session, "/operator/dead-letters", &notice).await
 }
 
 pub async fn discard_dead_letter(
@@ -297,7 +278,7 @@ pub async fn discard_dead_letter(
     } else {
         "That dead letter is not waiting."
     };
-    Ok(back("/operator/dead-letters", notice))
+    Ok(back(&operator.session, "/operator/dead-letters", notice).await)
 }
 
 struct EmailRow {
@@ -317,11 +298,7 @@ struct EmailsPage {
     emails: Vec<EmailRow>,
 }
 
-pub async fn emails(
-    operator: Operator,
-    State(db): State<PgPool>,
-    Query(notice): Query<Notice>,
-) -> Result<Response, ApiError> {
+pub async fn emails(operator: Operator, State(db): State<PgPool>) -> Result<Response, ApiError> {
     let emails = sqlx::query_as!(
         EmailRow,
         // As for the runs: chrono, not the `time` crate sqlx would pick by default.
@@ -333,7 +310,7 @@ pub async fn emails(
     Ok(render(EmailsPage {
         logged_in: true,
         csrf: operator.csrf,
-        notice: notice.notice,
+        notice: auth::take_notice(&operator.session).await,
         emails,
     }))
 }

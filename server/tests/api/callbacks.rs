@@ -306,11 +306,14 @@ async fn a_signed_callback_cannot_give_an_attempt_a_charge_the_provider_never_ma
     assert_eq!(declined.status(), 402);
     let (payment_id, own_charge) = attempt_of(&app, &order_id).await;
     assert!(own_charge.is_some());
-    // Signed, but naming a charge the provider never issued, or another order's charge.
+    // Signed, but naming a charge the provider never issued, another order's charge, or
+    // the attempt's own charge, which the provider declined.
     let (_, _, elsewhere) = paid_order(&app).await;
+    let declined_charge = own_charge.clone().unwrap();
     for (tx_no, charge) in [
         ("txn_forged", "ch_never_issued"),
         ("txn_borrowed", elsewhere.as_str()),
+        ("txn_revived", declined_charge.as_str()),
     ] {
         let forged = callback("charge.succeeded", tx_no, charge, 3600, &payment_id);
         assert_eq!(app.callback_outcome(&forged).await, "unconfirmed");
@@ -323,7 +326,7 @@ async fn a_signed_callback_cannot_give_an_attempt_a_charge_the_provider_never_ma
     assert_eq!(
         app.count_where("payment_callbacks", "outcome = 'unconfirmed'")
             .await,
-        2
+        3
     );
     assert_eq!(
         app.count_where("outbox_events", "event_type = 'order.paid'")

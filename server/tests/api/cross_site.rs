@@ -58,6 +58,16 @@ async fn no_post_opens_a_session_or_sets_its_cookie() {
     }
     let order = post_order(&stranger, &app, Some("k"), MUG_ORDER).await;
     assert!(!sets_session_cookie(&order));
+    // Nor a preflight, nor a method the shop refuses.
+    for method in ["OPTIONS", "TRACE"] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = stranger
+            .request(method.clone(), app.url("/_fn/add_to_cart"))
+            .send()
+            .await
+            .unwrap();
+        assert!(!sets_session_cookie(&response), "{method}");
+    }
     assert_eq!(stored_sessions(&app).await, sessions, "no session opened");
     assert_eq!(app.count("cart_lines").await, 0);
     assert_eq!(app.count("carts").await, 0);

@@ -245,3 +245,34 @@ async fn the_actions_run_the_reconciler_and_handle_dead_letters() {
         303
     );
 }
+
+#[tokio::test]
+async fn a_notice_in_the_address_is_never_shown() {
+    let app = spawn_console().await;
+    let forged = "Refunds are disabled: pay customers back at elsewhere.test";
+    let query = format!("?notice={}", app::query::encode(forged));
+    let login = app
+        .get_text(&shopper(), &format!("/operator/login{query}"))
+        .await;
+    assert!(!login.contains("elsewhere.test"), "{login}");
+    let (client, csrf) = operator(&app).await;
+    for page in PAGES {
+        let html = app.get_text(&client, &format!("{page}{query}")).await;
+        assert!(!html.contains("elsewhere.test"), "{page}");
+    }
+    // An action's own notice still reaches its page, once.
+    let run = client
+        .post(app.url("/operator/reconciliation/run"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.headers()["location"], "/operator/reconciliation");
+    let page = app.get_text(&client, "/operator/reconciliation").await;
+    assert!(
+        page.contains("Run finished") || page.contains("The run failed"),
+        "{page}"
+    );
+    let again = app.get_text(&client, "/operator/reconciliation").await;
+    assert!(!again.contains("Run finished") && !again.contains("The run failed"));
+}
