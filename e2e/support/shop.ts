@@ -17,8 +17,10 @@ export const test = base.extend<{ cleanGates: void }>({
 export { expect };
 
 /** Adds to this page's session cart through the same server function the shop's form uses
- * (each call a new click, so a new add key). */
+ * (each call a new click, so a new add key). A POST never opens a session, so the session is
+ * opened first, as loading any page of the shop does. */
 export async function addToCart(page: Page, sku: string, quantity = 1, base = '') {
+  expect((await page.request.get(`${base}/api/session`)).status()).toBe(200);
   const response = await page.request.post(`${base}/_fn/add_to_cart`, {
     form: { sku, quantity: String(quantity), add_key: crypto.randomUUID() },
     headers: { accept: 'application/json' },
