@@ -15,6 +15,7 @@ pub mod error;
 pub mod extract;
 pub mod faults;
 pub mod fulfillment;
+pub mod headers;
 pub mod health;
 pub mod idempotency;
 pub mod mailer;

@@ -14,8 +14,8 @@ use tower_http::{
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, bus, checkout, config::Config, db, faults::Faults, fulfillment, health, idempotency,
-    idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator, origin,
+    api, bus, checkout, config::Config, db, faults::Faults, fulfillment, headers, health,
+    idempotency, idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator, origin,
     payments::provider::ProviderClient, session, ssr, state::AppState, workers,
 };
 
@@ -152,6 +152,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
             }),
         )
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(middleware::from_fn(headers::protective))
         .with_state(state))
 }
 

@@ -11,6 +11,7 @@ mod cross_site;
 mod dead_letters;
 mod foundation;
 mod fulfillment;
+mod headers;
 mod helpers;
 mod idempotency;
 mod mailer;
