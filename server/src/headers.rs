@@ -21,8 +21,10 @@ const POLICY: &str =
 
 /// Middleware: adds the headers to every answer that does not set them itself.
 pub async fn protective(request: Request, next: Next) -> Response {
-    let static_asset = request.uri().path().starts_with("/pkg/");
+    let under_pkg = request.uri().path().starts_with("/pkg/");
     let mut response = next.run(request).await;
+    // A file of the built site; a miss there is the app's 404 page, personal like any page.
+    let static_asset = under_pkg && response.status().is_success();
     let headers = response.headers_mut();
     set_if_absent(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set_if_absent(headers, header::X_FRAME_OPTIONS, "DENY");

@@ -78,12 +78,13 @@ fn opens_a_session(method: &Method) -> bool {
     matches!(*method, Method::GET | Method::HEAD)
 }
 
-/// Middleware, outside the session layer: a write never sets the shop's session cookie.
+/// Middleware, outside the session layer: a write (any method but GET and HEAD) never sets
+/// the shop's session cookie.
 /// Nothing a write does opens a session (see [`ExistingShopper`] and the server functions
 /// in `ssr`); this makes sure of it, because a `Set-Cookie` in the answer to a form that
 /// another site posted would replace the shopper's session with an empty one.
 pub async fn no_cookie_from_writes(request: Request, next: Next) -> Response {
-    let write = !request.method().is_safe();
+    let write = !opens_a_session(request.method());
     let mut response = next.run(request).await;
     if write {
         let ours = format!("{COOKIE_NAME}=");

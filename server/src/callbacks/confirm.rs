@@ -17,8 +17,8 @@ use uuid::Uuid;
 use super::Event;
 use crate::{error::ApiError, payments::provider::ProviderClient};
 
-/// `event`, or [`Event::Unconfirmed`] when its charge is neither the attempt's recorded one
-/// nor confirmed by the provider.
+/// `event`, or [`Event::Unconfirmed`] when it could change its attempt and the provider does
+/// not list its charge for the attempt with the status it claims.
 pub async fn confirmed(
     db: &PgPool,
     provider: &ProviderClient,

@@ -7,8 +7,8 @@
 //!    as the charge call (`payments::apply`). A callback whose amount does not match the
 //!    order is recorded as refused and logged, never credited.
 //!
-//! Between 1 and 2, a charge the attempt did not record itself is confirmed with the provider
-//! ([`confirm`]); an unconfirmed one is recorded and never applied.
+//! Between 1 and 2, a callback that could change its attempt is confirmed with the provider,
+//! its charge and its status ([`confirm`]); an unconfirmed one is recorded and never applied.
 //!
 //! A transient failure rolls back all of it and answers 503, so the provider retries.
 
@@ -85,8 +85,8 @@ enum Event {
     /// A kind we know whose data is not the shape of that kind. It is signed, so it came
     /// from the provider, and sending it again will not change it: recorded, acknowledged.
     Malformed,
-    /// A charge that is not the attempt's own and that the provider does not confirm for
-    /// it ([`confirm`]): recorded, acknowledged, never applied.
+    /// A charge the provider does not list for the attempt with the status claimed
+    /// ([`confirm`]): recorded, acknowledged, never applied.
     Unconfirmed(ChargeData),
 }
 

@@ -21,8 +21,8 @@ pub enum Outcome {
     Conflict,
     /// A known kind whose data does not have the shape that kind has.
     Malformed,
-    /// Its charge is not the one the attempt's own call recorded, and the provider does not
-    /// list it for the attempt with that status: never applied.
+    /// It could change its attempt, but the provider does not list its charge for the
+    /// attempt with the status it claims: never applied.
     Unconfirmed,
 }
 

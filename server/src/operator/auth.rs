@@ -71,14 +71,19 @@ pub async fn leave_notice(session: &Session, text: &str) {
     let _ = session.insert(NOTICE, text).await;
 }
 
-/// The notice left for this page, shown once.
+/// The notice left for this page, shown once. The session is changed (and so saved) only
+/// when there is one: a page that saved its session on every view could write back a
+/// session that a logout in another tab had just ended.
 pub async fn take_notice(session: &Session) -> Option<String> {
-    session.remove::<String>(NOTICE).await.ok().flatten()
+    let notice = session.get::<String>(NOTICE).await.ok().flatten()?;
+    let _ = session.remove::<String>(NOTICE).await;
+    Some(notice)
 }
 
+/// Ends the operator's session in the store, not only in this browser: a copy of its
+/// cookie names nothing afterwards, and no notice is left for whoever logs in next.
 pub async fn log_out(session: &Session) {
-    let _ = session.remove::<bool>(OPERATOR).await;
-    let _ = session.remove::<String>(CSRF).await;
+    let _ = session.flush().await;
 }
 
 fn unavailable() -> Response {

@@ -18,6 +18,7 @@ fn assert_protected(response: &reqwest::Response) {
     let policy = header(response, "content-security-policy");
     assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
     assert!(policy.contains("form-action 'self'"), "{policy}");
+    assert!(policy.contains("base-uri 'self'") && policy.contains("object-src 'none'"));
 }
 
 #[tokio::test]
@@ -54,16 +55,14 @@ async fn pages_api_answers_and_refusals_carry_the_headers_and_are_never_cached()
     }
     let refused = post_order(&app.client, &app, None, MUG_ORDER).await;
     assert_protected(&refused);
-    // The built site stays cacheable.
-    let asset = app
+    // A miss under the built site's folder is the app's 404 page: not cached either.
+    let missing = app
         .client
-        .get(app.url("/pkg/once.js"))
+        .get(app.url("/pkg/no-such-file.js"))
         .send()
         .await
         .unwrap();
-    assert_protected(&asset);
-    assert_ne!(
-        asset.headers().get("cache-control").map(|v| v.as_bytes()),
-        Some(&b"private, no-store"[..])
-    );
+    assert_eq!(missing.status(), 404);
+    assert_protected(&missing);
+    assert_eq!(header(&missing, "cache-control"), "private, no-store");
 }

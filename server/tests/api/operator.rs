@@ -276,3 +276,47 @@ async fn a_notice_in_the_address_is_never_shown() {
     let again = app.get_text(&client, "/operator/reconciliation").await;
     assert!(!again.contains("Run finished") && !again.contains("The run failed"));
 }
+
+#[tokio::test]
+async fn a_logout_ends_the_session_for_every_copy_of_its_cookie() {
+    let app = spawn_console().await;
+    let client = shopper();
+    let page = client.get(app.url("/operator/login")).send().await.unwrap();
+    let csrf = csrf_in(&page.text().await.unwrap());
+    let login = client
+        .post(app.url("/operator/login"))
+        .form(&[("csrf", csrf.as_str()), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    let cookie = login
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_owned())
+        .find(|c| c.starts_with("once_operator="))
+        .expect("the operator's cookie");
+    let copy = |path: &str| {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap()
+            .get(app.url(path))
+            .header("cookie", cookie.clone())
+            .send()
+    };
+    assert_eq!(copy("/operator").await.unwrap().status(), 200);
+    let csrf = csrf_in(&app.get_text(&client, "/operator").await);
+    let logout = client
+        .post(app.url("/operator/logout"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(logout.status(), 303);
+    assert_eq!(
+        copy("/operator").await.unwrap().status(),
+        303,
+        "a copied cookie names nothing"
+    );
+}
