@@ -31,6 +31,15 @@ async fn login(app: &TestApp, client: &reqwest::Client, password: &str) -> reqwe
         .unwrap()
 }
 
+async fn log_out(app: &TestApp, client: &reqwest::Client, csrf: &str) -> reqwest::Response {
+    client
+        .post(app.url("/operator/logout"))
+        .form(&[("csrf", csrf)])
+        .send()
+        .await
+        .unwrap()
+}
+
 /// A client logged in as the operator, and its CSRF token.
 async fn operator(app: &TestApp) -> (reqwest::Client, String) {
     let client = shopper();
@@ -228,13 +237,7 @@ async fn the_actions_run_the_reconciler_and_handle_dead_letters() {
     assert!(page.contains("The run failed"), "{page}");
     assert_eq!(app.count("reconcile_runs").await, 1);
 
-    let logout = client
-        .post(app.url("/operator/logout"))
-        .form(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status(), 303);
+    assert_eq!(log_out(&app, &client, &csrf).await.status(), 303);
     assert_eq!(
         client
             .get(app.url("/operator"))
@@ -281,14 +284,7 @@ async fn a_notice_in_the_address_is_never_shown() {
 async fn a_logout_ends_the_session_for_every_copy_of_its_cookie() {
     let app = spawn_console().await;
     let client = shopper();
-    let page = client.get(app.url("/operator/login")).send().await.unwrap();
-    let csrf = csrf_in(&page.text().await.unwrap());
-    let login = client
-        .post(app.url("/operator/login"))
-        .form(&[("csrf", csrf.as_str()), ("password", PASSWORD)])
-        .send()
-        .await
-        .unwrap();
+    let login = login(&app, &client, PASSWORD).await;
     let cookie = login
         .headers()
         .get_all("set-cookie")
@@ -307,13 +303,7 @@ async fn a_logout_ends_the_session_for_every_copy_of_its_cookie() {
     };
     assert_eq!(copy("/operator").await.unwrap().status(), 200);
     let csrf = csrf_in(&app.get_text(&client, "/operator").await);
-    let logout = client
-        .post(app.url("/operator/logout"))
-        .form(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(logout.status(), 303);
+    assert_eq!(log_out(&app, &client, &csrf).await.status(), 303);
     assert_eq!(
         copy("/operator").await.unwrap().status(),
         303,
