@@ -65,10 +65,7 @@ pub async fn same_origin_redirects(request: Request, next: Next) -> Response {
 /// or an absolute address on the request's own host, reduced to its path.
 fn own_path<'a>(location: &'a [u8], host: Option<&[u8]>) -> Option<&'a [u8]> {
     let text = std::str::from_utf8(location).ok()?;
-    let path = match text
-        .strip_prefix("http://")
-        .or_else(|| text.strip_prefix("https://"))
-    {
+    let path = match without_scheme(text) {
         Some(rest) => {
             let at = rest.find('/').unwrap_or(rest.len());
             let path = (Some(&rest.as_bytes()[..at]) == host).then_some(&rest[at..])?;
@@ -104,11 +101,14 @@ pub fn from_own_origin(headers: &HeaderMap) -> bool {
 
 /// `host[:port]` of an origin such as `http://127.0.0.1:3000`; `None` for `null` or junk.
 fn authority_of(origin: &[u8]) -> Option<&[u8]> {
-    let text = std::str::from_utf8(origin).ok()?;
-    let rest = text
-        .strip_prefix("http://")
-        .or_else(|| text.strip_prefix("https://"))?;
+    let rest = without_scheme(std::str::from_utf8(origin).ok()?)?;
     (!rest.is_empty() && !rest.contains('/')).then_some(rest.as_bytes())
+}
+
+/// What follows `http://` or `https://`; `None` for any other text.
+fn without_scheme(text: &str) -> Option<&str> {
+    text.strip_prefix("http://")
+        .or_else(|| text.strip_prefix("https://"))
 }
 
 /// A form a browser posted without wasm: it expects a page, not a problem document.

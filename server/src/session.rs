@@ -86,24 +86,30 @@ fn opens_a_session(method: &Method) -> bool {
 pub async fn no_cookie_from_writes(request: Request, next: Next) -> Response {
     let write = !opens_a_session(request.method());
     let mut response = next.run(request).await;
-    if write {
-        let ours = format!("{COOKIE_NAME}=");
-        let headers = response.headers_mut();
-        let kept: Vec<_> = headers
-            .get_all(header::SET_COOKIE)
-            .iter()
-            .filter(|c| !c.as_bytes().starts_with(ours.as_bytes()))
-            .cloned()
-            .collect();
-        if kept.len() != headers.get_all(header::SET_COOKIE).iter().count() {
-            tracing::warn!("a write tried to set the session cookie; it was dropped");
-            headers.remove(header::SET_COOKIE);
-            for cookie in kept {
-                headers.append(header::SET_COOKIE, cookie);
-            }
-        }
+    let headers = response.headers_mut();
+    if !write || !headers.get_all(header::SET_COOKIE).iter().any(sets_ours) {
+        return response;
+    }
+    tracing::warn!("a write tried to set the session cookie; it was dropped");
+    let kept: Vec<_> = headers
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter(|c| !sets_ours(c))
+        .cloned()
+        .collect();
+    headers.remove(header::SET_COOKIE);
+    for cookie in kept {
+        headers.append(header::SET_COOKIE, cookie);
     }
     response
+}
+
+/// Whether a `Set-Cookie` sets the shop's session cookie.
+fn sets_ours(cookie: &header::HeaderValue) -> bool {
+    cookie
+        .as_bytes()
+        .strip_prefix(COOKIE_NAME.as_bytes())
+        .is_some_and(|rest| rest.starts_with(b"="))
 }
 
 /// The id of the session the request's cookie names, if the store knows it. Loading the

@@ -10,7 +10,8 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{
-    executor::{in_own_task, run, Idempotency, IdempotentRequest, PgTx},
+    executor::{in_own_task, run, Idempotency, PgTx},
+    request::IdempotentRequest,
     response::Reply,
     store,
 };

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use crate::db::Readers;
 
-use super::{executor::IdempotentRequest, key::IdempotencyKey, response::StoredResponse};
+use super::{key::IdempotencyKey, request::IdempotentRequest, response::StoredResponse};
 
 /// What the table says about a key that someone already holds.
 pub enum Existing {

@@ -31,9 +31,10 @@ async fn login(app: &TestApp, client: &reqwest::Client, password: &str) -> reqwe
         .unwrap()
 }
 
-async fn log_out(app: &TestApp, client: &reqwest::Client, csrf: &str) -> reqwest::Response {
+/// Posts a console form (an action) with the session's CSRF token.
+async fn act(app: &TestApp, client: &reqwest::Client, path: &str, csrf: &str) -> reqwest::Response {
     client
-        .post(app.url("/operator/logout"))
+        .post(app.url(path))
         .form(&[("csrf", csrf)])
         .send()
         .await
@@ -224,12 +225,7 @@ async fn the_actions_run_the_reconciler_and_handle_dead_letters() {
     );
 
     // The provider is unreachable in this app: the run is recorded as failed, and said so.
-    let run = client
-        .post(app.url("/operator/reconciliation/run"))
-        .form(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
+    let run = act(&app, &client, "/operator/reconciliation/run", &csrf).await;
     assert_eq!(run.status(), 303);
     let page = app
         .get_text(&client, run.headers()["location"].to_str().unwrap())
@@ -237,7 +233,10 @@ async fn the_actions_run_the_reconciler_and_handle_dead_letters() {
     assert!(page.contains("The run failed"), "{page}");
     assert_eq!(app.count("reconcile_runs").await, 1);
 
-    assert_eq!(log_out(&app, &client, &csrf).await.status(), 303);
+    assert_eq!(
+        act(&app, &client, "/operator/logout", &csrf).await.status(),
+        303
+    );
     assert_eq!(
         client
             .get(app.url("/operator"))
@@ -264,12 +263,7 @@ async fn a_notice_in_the_address_is_never_shown() {
         assert!(!html.contains("elsewhere.test"), "{page}");
     }
     // An action's own notice still reaches its page, once.
-    let run = client
-        .post(app.url("/operator/reconciliation/run"))
-        .form(&[("csrf", csrf.as_str())])
-        .send()
-        .await
-        .unwrap();
+    let run = act(&app, &client, "/operator/reconciliation/run", &csrf).await;
     assert_eq!(run.headers()["location"], "/operator/reconciliation");
     let page = app.get_text(&client, "/operator/reconciliation").await;
     assert!(
@@ -303,7 +297,10 @@ async fn a_logout_ends_the_session_for_every_copy_of_its_cookie() {
     };
     assert_eq!(copy("/operator").await.unwrap().status(), 200);
     let csrf = csrf_in(&app.get_text(&client, "/operator").await);
-    assert_eq!(log_out(&app, &client, &csrf).await.status(), 303);
+    assert_eq!(
+        act(&app, &client, "/operator/logout", &csrf).await.status(),
+        303
+    );
     assert_eq!(
         copy("/operator").await.unwrap().status(),
         303,
