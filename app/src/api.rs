@@ -81,6 +81,12 @@ pub fn shown_error(e: &ServerFnError) -> String {
         ServerFnError::ServerError(code) => {
             crate::messages::text(code).or(crate::messages::text(crate::messages::OUR_FAILURE))
         }
+        // A form whose fields did not parse (posted without wasm, then sent back here).
+        ServerFnError::Args(_)
+        | ServerFnError::MissingArg(_)
+        | ServerFnError::Deserialization(_) => {
+            crate::messages::text(crate::messages::FORM_INCOMPLETE)
+        }
         _ => None,
     };
     text.unwrap_or("We could not reach the shop. Please try again.")

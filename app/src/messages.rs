@@ -14,6 +14,7 @@ pub const OUR_FAILURE: &str = "our-failure";
 pub const STILL_PROCESSING: &str = "still-processing";
 pub const NOT_PLACED: &str = "not-placed";
 pub const NOT_ACCEPTED: &str = "not-accepted";
+pub const CART_ADD_QUOTA: &str = "cart-add-quota";
 
 const TEXTS: &[(&str, &str)] = &[
     (SESSION_ENDED, "Your session had ended. Please check your cart and try again."),
@@ -32,6 +33,9 @@ const TEXTS: &[(&str, &str)] = &[
     ("unknown-sku", "Something in your cart is no longer sold. Please check your cart and place the order again."),
     ("mixed-currencies", "Your cart mixes prices in different currencies; please order them separately."),
     ("invalid-order", "Your cart cannot be ordered as it is. Please check it and try again."),
+    ("pending-order-quota", "You have as many orders waiting for payment as the shop keeps open at once. Pay or cancel one of them, then place this order again."),
+    ("rate-limited", "The shop is receiving too many requests from you right now. Wait a moment and try again."),
+    (CART_ADD_QUOTA, "You have changed your cart very often in the last hour. Please wait a while before adding more."),
 ];
 
 /// The text for a code the shop issues; `None` for anything else.

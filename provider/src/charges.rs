@@ -206,6 +206,10 @@ fn outcome(card_number: &str) -> &'static str {
     }
 }
 
+/// The largest charge the sandbox takes, as card networks cap a single charge (999,999.99
+/// in a currency's major unit): totals and ledgers far from any overflow.
+const MAX_AMOUNT_CENTS: i64 = 99_999_999;
+
 fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {
     let bad = |message: &str| {
         Err(ProviderError::BadRequest(
@@ -213,8 +217,8 @@ fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {
             message.to_owned(),
         ))
     };
-    if request.amount_cents <= 0 {
-        return bad("amount_cents must be positive");
+    if !(1..=MAX_AMOUNT_CENTS).contains(&request.amount_cents) {
+        return bad("amount_cents must be between 1 and 99999999");
     }
     if request.currency.len() != 3 || !request.currency.bytes().all(|b| b.is_ascii_uppercase()) {
         return bad("currency must be a three-letter ISO code");
@@ -224,8 +228,11 @@ fn validate(request: &ChargeRequest) -> Result<(), ProviderError> {
     {
         return bad("card_number must be 12 to 19 digits");
     }
-    if request.reference.is_empty() || request.reference.len() > 255 {
-        return bad("reference must be 1 to 255 characters");
+    if request.reference.is_empty()
+        || request.reference.len() > 255
+        || request.reference.chars().any(char::is_control)
+    {
+        return bad("reference must be 1 to 255 printable characters");
     }
     Ok(())
 }

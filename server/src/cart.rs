@@ -28,6 +28,8 @@ pub enum CartError {
     BadAddKey,
     #[error("That product is no longer in your cart.")]
     NotInCart,
+    #[error("The session added to its cart as often as it may in an hour.")]
+    OverQuota,
     #[error("the cart could not be read or saved")]
     Storage(#[from] sqlx::Error),
 }
@@ -42,6 +44,7 @@ impl CartError {
             Self::TooManyLines => TOO_MANY_LINES,
             Self::BadAddKey => FORM_INCOMPLETE,
             Self::NotInCart => NOT_IN_CART,
+            Self::OverQuota => CART_ADD_QUOTA,
             Self::Storage(_) => OUR_FAILURE,
         }
     }
@@ -109,6 +112,7 @@ pub async fn add(
     sku: &str,
     quantity: u32,
     add_key: &str,
+    adds_per_hour: u32,
 ) -> Result<Cart, CartError> {
     check_quantity(quantity)?;
     check_sku(sku)?;
@@ -116,16 +120,25 @@ pub async fn add(
         return Err(CartError::BadAddKey);
     }
     let mut tx = db.begin().await?;
+    // Recorded only while the session is under its hourly quota of adds, counted up to the
+    // quota (so the count costs no more than that).
     let first = sqlx::query!(
-        "INSERT INTO cart_adds (session_id, add_key) VALUES ($1, $2)
+        "INSERT INTO cart_adds (session_id, add_key)
+         SELECT $1, $2 WHERE (SELECT count(*) FROM (
+           SELECT 1 FROM cart_adds WHERE session_id = $1 AND added_at > now() - interval '1 hour' LIMIT $3
+         ) AS capped) < $3
          ON CONFLICT ON CONSTRAINT cart_adds_pkey DO NOTHING",
         session_id,
         add_key,
+        i64::from(adds_per_hour),
     )
     .execute(&mut *tx)
     .await?;
     if first.rows_affected() == 0 {
         drop(tx);
+        if !add_seen(db, session_id, add_key).await? {
+            return Err(CartError::OverQuota);
+        }
         return Ok(read(db, session_id).await?);
     }
     start_new_intent(&mut tx, session_id).await?;
@@ -156,6 +169,17 @@ pub async fn add(
     }
     tx.commit().await?;
     Ok(read(db, session_id).await?)
+}
+
+/// Whether an add with `add_key` was recorded for the session (a repeat adds nothing).
+async fn add_seen(db: &PgPool, session_id: &str, add_key: &str) -> Result<bool, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT EXISTS (SELECT 1 FROM cart_adds WHERE session_id = $1 AND add_key = $2) AS "seen!""#,
+        session_id,
+        add_key,
+    )
+    .fetch_one(db)
+    .await
 }
 
 /// A change to a line already in the cart. Both are idempotent (a quantity is set, not
@@ -223,12 +247,9 @@ async fn has_line(tx: &mut PgConnection, session_id: &str, sku: &str) -> Result<
     .await
 }
 
-/// A sku as the catalog writes them; anything else names no product (and never reaches
-/// the database, which would refuse bytes such as NUL with an error of its own).
+/// A sku as the catalog writes them; anything else names no product.
 fn check_sku(sku: &str) -> Result<(), CartError> {
-    let plausible = (1..=64).contains(&sku.len())
-        && sku.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    if plausible {
+    if crate::catalog::is_plausible_sku(sku) {
         Ok(())
     } else {
         let shown: String = sku.chars().filter(|c| !c.is_control()).take(64).collect();

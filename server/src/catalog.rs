@@ -32,6 +32,13 @@ pub async fn all_products(db: &PgPool) -> Result<Vec<Product>, sqlx::Error> {
     .await
 }
 
+/// Whether `sku` is written the way the catalog writes skus (letters, digits and `-`, 1 to
+/// 64 of them). Anything else names no product and is refused before it reaches the
+/// database, which would answer bytes such as NUL with an error of its own.
+pub fn is_plausible_sku(sku: &str) -> bool {
+    (1..=64).contains(&sku.len()) && sku.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
 pub async fn products_by_sku(db: &PgPool, skus: &[String]) -> Result<Vec<Product>, sqlx::Error> {
     sqlx::query_as!(
         Product,

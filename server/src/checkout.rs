@@ -20,11 +20,14 @@
 //! * refused → 303 back to the checkout with the reason (the refusal ended the intent and
 //!   the cart has a new key).
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use app::messages;
 use axum::{
-    extract::State,
+    extract::{rejection::FormRejection, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
     routing::post,
@@ -36,6 +39,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     cart,
+    config::Config,
     error::ApiError,
     faults::FaultRequest,
     idempotency::{
@@ -71,6 +75,7 @@ pub async fn checkout_cart(
     session_id: &str,
     key: IdempotencyKey,
     faults: FaultRequest,
+    max_pending: u32,
 ) -> Result<Response, ApiError> {
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
@@ -90,7 +95,8 @@ pub async fn checkout_cart(
         &body,
     )
     .with_faults(faults);
-    Ok(orders::create_order(idem, request, new_order, orders::store::Door::Checkout).await)
+    let door = orders::store::Door::Checkout;
+    Ok(orders::create_order(idem, request, new_order, door, max_pending).await)
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
@@ -129,17 +135,19 @@ async fn answer_for(
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
-        "mixed-currencies"
+        "mixed-currencies", "pending-order-quota", "rate-limited"
     ]))),
 )]
 async fn place_order_api(
     State(idem): State<Idempotency>,
     State(db): State<PgPool>,
+    State(config): State<Arc<Config>>,
     shopper: ExistingShopper,
     key: RequestKey,
 ) -> Result<Response, ApiError> {
     let (key, faults) = key.into_parts();
-    checkout_cart(&idem, &db, &shopper.id, key, faults).await
+    let max_pending = config.limits.pending_orders;
+    checkout_cart(&idem, &db, &shopper.id, key, faults, max_pending).await
 }
 
 #[derive(Deserialize)]
@@ -150,12 +158,18 @@ struct CheckoutForm {
 async fn place_order_form(
     State(idem): State<Idempotency>,
     State(db): State<PgPool>,
+    State(config): State<Arc<Config>>,
     shopper: Result<ExistingShopper, ApiError>,
     headers: HeaderMap,
-    Form(form): Form<CheckoutForm>,
+    form: Result<Form<CheckoutForm>, FormRejection>,
 ) -> Response {
     let Ok(shopper) = shopper else {
         return back_to_checkout(messages::SESSION_ENDED);
+    };
+    // A form the shop did not render (a field missing, another content type): the page
+    // says so, as for a key that does not parse.
+    let Ok(Form(form)) = form else {
+        return back_to_checkout(messages::FORM_INCOMPLETE);
     };
     let faults = FaultRequest::from_headers(&headers);
     let Ok(key) = IdempotencyKey::parse(&form.idempotency_key) else {
@@ -163,7 +177,16 @@ async fn place_order_form(
     };
     let started = Instant::now();
     loop {
-        let answer = checkout_cart(&idem, &db, &shopper.id, key.clone(), faults.clone()).await;
+        let max_pending = config.limits.pending_orders;
+        let answer = checkout_cart(
+            &idem,
+            &db,
+            &shopper.id,
+            key.clone(),
+            faults.clone(),
+            max_pending,
+        )
+        .await;
         match redirect_for(answer).await {
             Some(redirect) => return redirect,
             None if started.elapsed() < WAIT_FOR_FIRST => tokio::time::sleep(POLL_EVERY).await,

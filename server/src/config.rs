@@ -5,6 +5,8 @@ use std::{net::SocketAddr, time::Duration};
 
 use leptos::config::{Env, LeptosOptions};
 
+use crate::{client_addr::TrustedProxies, throttle::Rate};
+
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Where the shop database lives; created at start if missing.
@@ -38,6 +40,8 @@ pub struct Config {
     pub events: Events,
     /// The operator console's password; when unset, one is generated and printed at start.
     pub operator_password: Option<String>,
+    /// What one client or session may ask of this server (see [`Limits`]).
+    pub limits: Limits,
     /// How often the reconciler compares our payments with the provider's ledger.
     pub reconcile_every: Duration,
     /// How far before the last run's latest ledger entry a run starts reading: longer than
@@ -74,6 +78,32 @@ pub struct Events {
     /// Test-only (with fault injection on): how long the consumer waits between committing
     /// its side effects and acknowledging the message, so a test can kill it in between.
     pub pause_before_ack: Duration,
+}
+
+/// Bounds on what one client, one session and all connections together may take
+/// (docs/design.md, "Hostile traffic").
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Requests per second from one client address (`RATE_LIMIT_PER_CLIENT`, with
+    /// `RATE_LIMIT_PER_CLIENT_BURST`); 0 turns the limit off.
+    pub per_client: Rate,
+    /// Writes per second from one session (`RATE_LIMIT_WRITES_PER_SESSION`, `…_BURST`).
+    pub writes_per_session: Rate,
+    /// Proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`).
+    pub trusted_proxies: TrustedProxies,
+    /// Orders one session may have waiting for payment (`QUOTA_PENDING_ORDERS`).
+    pub pending_orders: u32,
+    /// Idempotency keys one session may claim in an hour (`QUOTA_KEYS_PER_HOUR`).
+    pub keys_per_hour: u32,
+    /// "Add to cart" calls one session may make in an hour (`QUOTA_CART_ADDS_PER_HOUR`).
+    pub cart_adds_per_hour: u32,
+    /// How long a connection may take to send a request's headers (`HEADER_READ_TIMEOUT_MS`).
+    pub header_read_timeout: Duration,
+    /// How long a request may take from its headers to its answer (`REQUEST_TIMEOUT_MS`).
+    pub request_timeout: Duration,
+    /// Connections served at once; past it a new one is answered 503 and closed
+    /// (`MAX_CONNECTIONS`).
+    pub max_connections: usize,
 }
 
 /// Every database wait is bounded, so a stuck statement, a lock held by a stalled request or
@@ -165,6 +195,23 @@ impl Config {
                 ack_wait: millis("BUS_ACK_WAIT_MS", "30000")?,
                 pause_before_ack: millis("ONCE_FAULT_PAUSE_BEFORE_ACK_MS", "0")?,
             },
+            limits: Limits {
+                per_client: Rate {
+                    per_second: var_or("RATE_LIMIT_PER_CLIENT", "100").parse()?,
+                    burst: var_or("RATE_LIMIT_PER_CLIENT_BURST", "400").parse()?,
+                },
+                writes_per_session: Rate {
+                    per_second: var_or("RATE_LIMIT_WRITES_PER_SESSION", "10").parse()?,
+                    burst: var_or("RATE_LIMIT_WRITES_PER_SESSION_BURST", "40").parse()?,
+                },
+                trusted_proxies: TrustedProxies::parse(&var_or("TRUSTED_PROXIES", ""))?,
+                pending_orders: var_or("QUOTA_PENDING_ORDERS", "20").parse()?,
+                keys_per_hour: var_or("QUOTA_KEYS_PER_HOUR", "1000").parse()?,
+                cart_adds_per_hour: var_or("QUOTA_CART_ADDS_PER_HOUR", "500").parse()?,
+                header_read_timeout: millis("HEADER_READ_TIMEOUT_MS", "10000")?,
+                request_timeout: millis("REQUEST_TIMEOUT_MS", "60000")?,
+                max_connections: var_or("MAX_CONNECTIONS", "2000").parse()?,
+            },
             operator_password: var("OPERATOR_PASSWORD").filter(|p| !p.is_empty()),
             reconcile_every: Duration::from_secs(var_or("RECONCILE_EVERY_SECS", "300").parse()?),
             reconcile_overlap: Duration::from_secs(
@@ -228,6 +275,19 @@ impl Config {
         anyhow::ensure!(
             limits.idle_in_transaction_timeout > limits.statement_timeout,
             "DB_IDLE_IN_TRANSACTION_TIMEOUT_MS must exceed DB_STATEMENT_TIMEOUT_MS"
+        );
+        let limits = &self.limits;
+        anyhow::ensure!(
+            !limits.header_read_timeout.is_zero()
+                && limits.max_connections > 0
+                && limits.pending_orders > 0
+                && limits.keys_per_hour > 0
+                && limits.cart_adds_per_hour > 0,
+            "HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS and the QUOTA_* settings must be positive"
+        );
+        anyhow::ensure!(
+            limits.request_timeout > self.provider_timeout,
+            "REQUEST_TIMEOUT_MS must exceed PROVIDER_TIMEOUT_MS: a payment waits for the provider"
         );
         let events = &self.events;
         anyhow::ensure!(

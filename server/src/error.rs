@@ -45,6 +45,20 @@ pub enum ApiError {
         problem: &'static str,
         detail: String,
     },
+    /// A refusal written by a framework (axum's extractors, Leptos), with its status.
+    #[error("{detail}")]
+    Refused {
+        status: StatusCode,
+        problem: &'static str,
+        detail: String,
+    },
+    /// Over a rate limit or a quota: the same request may succeed after `retry_after_secs`.
+    #[error("{detail}")]
+    TooManyRequests {
+        problem: &'static str,
+        detail: String,
+        retry_after_secs: u64,
+    },
     #[error("{}", declined_text(.code))]
     PaymentDeclined { code: String },
     #[error("the request body is larger than this route accepts")]
@@ -92,6 +106,8 @@ impl ApiError {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
+            Self::Refused { status, .. } => *status,
+            Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::PaymentDeclined { .. } => StatusCode::PAYMENT_REQUIRED,
             Self::RequestInProgress | Self::PaymentInProgress => StatusCode::CONFLICT,
             Self::NotFound => StatusCode::NOT_FOUND,
@@ -121,7 +137,9 @@ impl ApiError {
             Self::CrossSite => "cross-site-request",
             Self::BadRequest { problem, .. }
             | Self::Unprocessable { problem, .. }
-            | Self::Unauthorized { problem, .. } => problem,
+            | Self::Unauthorized { problem, .. }
+            | Self::Refused { problem, .. }
+            | Self::TooManyRequests { problem, .. } => problem,
             Self::PaymentDeclined { .. } => "card-declined",
             Self::PayloadTooLarge => "payload-too-large",
             Self::Unavailable(_) => "service-unavailable",
@@ -177,10 +195,16 @@ impl IntoResponse for ApiError {
             serde_json::to_vec(&problem).unwrap_or_default(),
         )
             .into_response();
-        if problem.retryable {
+        let retry_after = match &self {
+            Self::TooManyRequests {
+                retry_after_secs, ..
+            } => Some(*retry_after_secs),
+            _ => problem.retryable.then_some(RETRY_AFTER_SECS),
+        };
+        if let Some(secs) = retry_after {
             response
                 .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECS));
+                .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
         response
     }

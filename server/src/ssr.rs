@@ -16,13 +16,14 @@ use app::{
     shell, App,
 };
 
-use crate::{cart, catalog, orders, page_deadline, session, state::AppState};
+use crate::{cart, catalog, orders, page_deadline, refusals, session, state::AppState};
 
 /// The page routes and server functions, with the backend in every request's context.
 pub fn router(state: &AppState) -> Router<AppState> {
     let backend = Backend(Arc::new(ServerBackend {
         db: state.db.clone(),
         key_retention: state.config.idempotency_retention,
+        cart_adds_per_hour: state.config.limits.cart_adds_per_hour,
     }));
     let options = (*state.leptos).clone();
     Router::new()
@@ -34,11 +35,16 @@ pub fn router(state: &AppState) -> Router<AppState> {
         )
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
         .layer(axum::middleware::from_fn(page_deadline::rerender_stalled))
+        .layer(axum::middleware::from_fn_with_state(
+            refusals::ServerFnBodyLimit(state.config.max_body_bytes),
+            refusals::server_fn_bodies,
+        ))
 }
 
 struct ServerBackend {
     db: PgPool,
     key_retention: std::time::Duration,
+    cart_adds_per_hour: u32,
 }
 
 impl ShopBackend for ServerBackend {
@@ -66,9 +72,16 @@ impl ShopBackend for ServerBackend {
             let id = session_for_write(&session).await?;
             let quantity =
                 u32::try_from(quantity).map_err(|_| shown(cart::CartError::BadQuantity))?;
-            cart::add(&self.db, &id, &sku, quantity, &add_key)
-                .await
-                .map_err(shown)
+            cart::add(
+                &self.db,
+                &id,
+                &sku,
+                quantity,
+                &add_key,
+                self.cart_adds_per_hour,
+            )
+            .await
+            .map_err(shown)
         })
     }
 

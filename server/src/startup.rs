@@ -3,24 +3,34 @@
 
 use std::{future::Future, sync::Arc, time::Duration};
 
-use axum::{extract::DefaultBodyLimit, http::Request, middleware, routing::get, Router};
+use axum::{
+    extract::DefaultBodyLimit,
+    http::{Request, StatusCode},
+    middleware,
+    routing::get,
+    Router,
+};
 use sqlx::PgPool;
 use tokio::net::TcpListener;
 use tower_http::{
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+    timeout::TimeoutLayer,
     trace::TraceLayer,
 };
 
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, bus, checkout, config::Config, db, faults::Faults, fulfillment, headers, health,
-    idempotency, idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator, origin,
-    payments::provider::ProviderClient, session, ssr, state::AppState, workers,
+    api, bus, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
+    health, idempotency, idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator,
+    origin, payments::provider::ProviderClient, refusals, session, ssr, state::AppState, throttle,
+    workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
+/// How often the rate limiter forgets clients whose buckets are full again.
+const FORGET_IDLE_CLIENTS_EVERY: Duration = Duration::from_secs(60);
 /// How long a graceful stop waits for the workers to finish the message in hand.
 const WORKERS_STOP_WITHIN: Duration = Duration::from_secs(15);
 
@@ -28,6 +38,7 @@ pub struct Application {
     listener: TcpListener,
     router: Router,
     state: AppState,
+    throttle: Arc<throttle::Throttle>,
 }
 
 impl Application {
@@ -59,11 +70,18 @@ impl Application {
             fingerprints: FingerprintKeys::new(&config.fingerprint_secrets),
             config: Arc::new(config),
         };
-        let router = router(state.clone()).await?;
+        let limits = &state.config.limits;
+        let throttle = throttle::Throttle::new(
+            limits.per_client,
+            limits.writes_per_session,
+            limits.trusted_proxies.clone(),
+        );
+        let router = router(state.clone(), throttle.clone()).await?;
         Ok(Self {
             listener,
             router,
             state,
+            throttle,
         })
     }
 
@@ -102,17 +120,30 @@ impl Application {
         } else {
             Vec::new()
         };
-        let served = axum::serve(self.listener, self.router)
-            .with_graceful_shutdown(shutdown)
-            .await;
+        let forget = tokio::spawn(throttle::run_forgetting(
+            self.throttle.clone(),
+            FORGET_IDLE_CLIENTS_EVERY,
+        ));
+        let limits = &self.state.config.limits;
+        let served = connections::serve(
+            self.listener,
+            self.router,
+            connections::ConnectionLimits {
+                header_read_timeout: limits.header_read_timeout,
+                max_connections: limits.max_connections,
+            },
+            shutdown,
+        )
+        .await;
         purge.abort();
+        forget.abort();
         stop.cancel();
         let _ = tokio::time::timeout(WORKERS_STOP_WITHIN, futures::future::join_all(workers)).await;
         served
     }
 }
 
-async fn router(state: AppState) -> anyhow::Result<Router> {
+async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::Result<Router> {
     let sessions = session::layer(state.db.clone()).await?;
     let api::Documented {
         shop_api,
@@ -140,6 +171,11 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .merge(state.faults.router())
         .merge(shop)
         .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
+        .layer(TimeoutLayer::with_status_code(
+            StatusCode::REQUEST_TIMEOUT,
+            state.config.limits.request_timeout,
+        ))
+        .layer(middleware::from_fn(refusals::framework_refusals))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
             TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
@@ -151,6 +187,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
                 tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
             }),
         )
+        .layer(middleware::from_fn_with_state(throttle, throttle::limit))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(middleware::from_fn(headers::protective))
         .with_state(state))

@@ -138,10 +138,29 @@ async fn receive(
         )
     };
     let payload: serde_json::Value = serde_json::from_slice(&body).map_err(invalid)?;
+    if !storable(&payload) {
+        // PostgreSQL's text and jsonb cannot hold a NUL (`\u0000`): refused as malformed
+        // rather than failing the insert with a 500 the provider would retry forever.
+        return Err(ApiError::bad_request(
+            "invalid-callback",
+            "the callback body contains a NUL character (\\u0000)",
+        ));
+    }
     let envelope: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
     let event = confirm::confirmed(&db, &provider, understand(&envelope)).await?;
     let outcome = record_and_apply(&db, &envelope, &event, payload).await?;
     Ok(Json(json!({ "received": true, "outcome": outcome })))
+}
+
+/// Whether every string (and key) of a JSON value can be stored by PostgreSQL.
+fn storable(value: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => !s.contains('\0'),
+        Value::Array(items) => items.iter().all(storable),
+        Value::Object(fields) => fields.iter().all(|(k, v)| !k.contains('\0') && storable(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => true,
+    }
 }
 
 fn refuse(e: SignatureError) -> ApiError {

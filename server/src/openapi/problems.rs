@@ -114,6 +114,27 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("payment-not-accepted", 422,
         "The provider refused the payment request itself; nothing was charged.",
         "the payment provider did not accept this payment; nothing was charged"),
+    problem("invalid-arguments", 400,
+        "A server function (`/_fn/…`, the shop's own pages call them) was sent arguments that are missing, of the wrong type, or not UTF-8. Nothing was done.",
+        "the call's arguments are not valid: missing field `add_key`"),
+    problem("bad-request", 400,
+        "The request could not be read as sent (an address that is not valid UTF-8 once decoded, a query that does not parse). Nothing was done.",
+        "Invalid URL: Cannot parse `\\xFF` to a `String`"),
+    problem("method-not-allowed", 405,
+        "This route does not take that method.",
+        "Method Not Allowed"),
+    problem("unsupported-content-type", 415,
+        "The body was sent with a content type this route does not read (a form route takes application/x-www-form-urlencoded).",
+        "Form requests must have `Content-Type: application/x-www-form-urlencoded`"),
+    problem("rate-limited", 429,
+        "Too many requests from this client, or writes from this session, in a short time. Wait Retry-After seconds, then retry with the same Idempotency-Key; nothing was done.",
+        "too many requests from this client or session; try again after Retry-After seconds"),
+    problem("pending-order-quota", 429,
+        "The session has as many orders waiting for payment as it may (QUOTA_PENDING_ORDERS). Pay or cancel one, then retry with the same Idempotency-Key; nothing was stored.",
+        "You have as many orders waiting for payment as the shop keeps open at once. Pay or cancel one of them, then place this order again."),
+    problem("request-timeout", 408,
+        "The request took longer than the server waits for one to arrive (a body sent too slowly). Nothing was done; send it again.",
+        "the request did not arrive in time"),
     problem("invalid-callback", 400,
         "A provider callback whose body is not a charge event.",
         "the callback body is not valid: missing field `type`"),
@@ -159,8 +180,23 @@ const EVERY_KEYED_WRITE: &[&str] = &[
 const REPLAYED: &str =
     "`true` when this is the stored answer of an earlier request with the same key.";
 
-/// Every operation can meet these, whatever it lists.
-const EVERYWHERE: &[&str] = &["service-unavailable", "internal-error"];
+/// Every operation can meet these, whatever it lists: the limits, a request that did not
+/// arrive in time or could not be read (a path that does not decode), and failures.
+const EVERYWHERE: &[&str] = &[
+    "rate-limited",
+    "request-timeout",
+    "bad-request",
+    "service-unavailable",
+    "internal-error",
+];
+
+/// Types that only routes outside the API reference send: a method a route does not take,
+/// the shop pages' server functions (`/_fn/…`) and forms. Catalogued, shown by no operation.
+pub const OUTSIDE_OPERATIONS: &[&str] = &[
+    "method-not-allowed",
+    "invalid-arguments",
+    "unsupported-content-type",
+];
 
 pub fn find(name: &str) -> Option<&'static ProblemType> {
     PROBLEM_TYPES.iter().find(|p| p.name == name)

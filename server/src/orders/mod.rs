@@ -4,6 +4,8 @@
 mod new_order;
 pub mod store;
 
+use std::sync::Arc;
+
 use axum::{
     extract::{Path, State},
     response::Response,
@@ -17,6 +19,7 @@ use app::dto::Order;
 pub use new_order::{NewOrder, NewOrderBody};
 
 use crate::{
+    config::Config,
     error::ApiError,
     extract::ApiJson,
     idempotency::{self, executor::Idempotency, Reply, RequestKey},
@@ -61,19 +64,24 @@ pub fn router() -> OpenApiRouter<AppState> {
     extensions(("x-problems" = json!([
         "unsupported-media-type",
         "malformed-json", "invalid-body", "invalid-order", "unknown-sku", "out-of-stock",
-        "mixed-currencies", "payload-too-large"
+        "mixed-currencies", "payload-too-large", "pending-order-quota", "rate-limited"
     ]))),
 )]
 async fn create(
     State(idem): State<Idempotency>,
+    State(config): State<Arc<Config>>,
     shopper: NamedShopper,
     key: RequestKey,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, CREATE_ORDER, &body);
-    Ok(create_order(&idem, request, new_order, store::Door::Api).await)
+    let max_pending = config.limits.pending_orders;
+    Ok(create_order(&idem, request, new_order, store::Door::Api, max_pending).await)
 }
+
+/// The `Retry-After` of a refusal for too many unpaid orders: paying takes a minute.
+const PENDING_QUOTA_RETRY_AFTER_SECS: u64 = 60;
 
 /// Creates the order under the idempotency protocol; both doors end here. An order is
 /// made in one transaction and nowhere else, so its statements run while the claim of its
@@ -83,6 +91,7 @@ pub async fn create_order(
     request: idempotency::IdempotentRequest,
     new_order: NewOrder,
     door: store::Door,
+    max_pending: u32,
 ) -> Response {
     let session_id = request.scope.clone();
     let key = request.key.to_string();
@@ -90,7 +99,7 @@ pub async fn create_order(
         let (session_id, key, new_order) = (session_id.clone(), key.clone(), new_order.clone());
         async move {
             let (tx, outcome) =
-                store::create_in_new_tx(db, session_id, key, new_order, door).await?;
+                store::create_in_new_tx(db, session_id, key, new_order, door, max_pending).await?;
             Ok((tx, reply(outcome)?))
         }
     })
@@ -105,6 +114,14 @@ fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
             Reply::created(format!("/api/orders/{}", order.id), &order)
         }
         store::Outcome::Refused(refusal) => Ok(Reply::refusal(&refused(refusal))),
+        // Not stored: the key stays open, and the same request may succeed later.
+        store::Outcome::OverQuota => Err(ApiError::TooManyRequests {
+            problem: "pending-order-quota",
+            detail: "You have as many orders waiting for payment as the shop keeps open at \
+                     once. Pay or cancel one of them, then place this order again."
+                .to_owned(),
+            retry_after_secs: PENDING_QUOTA_RETRY_AFTER_SECS,
+        }),
     }
 }
 

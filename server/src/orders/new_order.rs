@@ -65,6 +65,14 @@ impl NewOrder {
                 if line.sku.is_empty() || line.sku.len() > 64 {
                     return Err(invalid("a sku is 1 to 64 characters"));
                 }
+                if !crate::catalog::is_plausible_sku(&line.sku) {
+                    // Not a sku the catalog could hold (a NUL, a space): refused here, before
+                    // the key is claimed, rather than by the database after it.
+                    return Err(ApiError::unprocessable(
+                        "unknown-sku",
+                        "a sku is letters, digits and hyphens; there is no such product",
+                    ));
+                }
                 if !seen.insert(line.sku.clone()) {
                     return Err(invalid(format!(
                         "{} appears on two lines; use one line with a quantity",

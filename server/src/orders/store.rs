@@ -48,6 +48,9 @@ pub enum Refusal {
 pub enum Outcome {
     Created(Order),
     Refused(Refusal),
+    /// The session has as many orders waiting for payment as it may: nothing was written,
+    /// and the same request may succeed once one of them is paid.
+    OverQuota,
 }
 
 /// Opens the business transaction and creates the order in it, for the idempotency
@@ -61,6 +64,7 @@ pub async fn create_in_new_tx(
     key: String,
     new: NewOrder,
     door: Door,
+    max_pending: u32,
 ) -> Result<(PgTx, Outcome), sqlx::Error> {
     let mut tx = db.begin().await?;
     // The checkout checked the key before it read the cart; checked again here, under the
@@ -70,6 +74,9 @@ pub async fn create_in_new_tx(
         && cart::lock_key(&mut tx, &session_id).await?.as_deref() != Some(key.as_str())
     {
         return Ok((tx, Outcome::Refused(Refusal::CartChanged)));
+    }
+    if pending_orders(&mut tx, &session_id, max_pending).await? >= i64::from(max_pending) {
+        return Ok((tx, Outcome::OverQuota));
     }
     match create(&mut tx, &session_id, &new).await? {
         Ok(order) => {
@@ -84,6 +91,26 @@ pub async fn create_in_new_tx(
             Ok((tx, Outcome::Refused(refusal)))
         }
     }
+}
+
+/// How many orders of the session wait for payment, counted up to `cap` (so the count
+/// costs no more than the quota, however many orders the session has). Concurrent orders of
+/// one session may each see the last free place; the per-session write limit bounds by how
+/// many the quota can be passed.
+async fn pending_orders(
+    tx: &mut PgConnection,
+    session_id: &str,
+    cap: u32,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM (
+             SELECT 1 FROM orders WHERE session_id = $1 AND status = 'pending_payment' LIMIT $2
+           ) AS capped"#,
+        session_id,
+        i64::from(cap)
+    )
+    .fetch_one(&mut *tx)
+    .await
 }
 
 /// Creates the order, its lines and its `order.created` event in the caller's transaction,

@@ -1,0 +1,249 @@
+//! Bounded resources per client: rate limits (429 with Retry-After), quotas on what one
+//! session stores, slow connections closed, and connections past the cap shed with a 503.
+
+use std::time::{Duration, Instant};
+
+use server::throttle::Rate;
+use tokio::{
+    io::{AsyncReadExt, AsyncWriteExt},
+    net::TcpStream,
+};
+
+use crate::helpers::*;
+
+const OFF: Rate = Rate {
+    per_second: 0,
+    burst: 0,
+};
+
+async fn assert_rate_limited(response: reqwest::Response) {
+    let retry_after: u64 = response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1, "Retry-After {retry_after}");
+    let body = assert_problem(response, 429, "rate-limited").await;
+    assert_eq!(body["retryable"], true);
+}
+
+#[tokio::test]
+async fn a_client_past_its_rate_is_told_when_to_come_back() {
+    let app = spawn_app_with(|c| {
+        c.limits.per_client = Rate {
+            per_second: 1,
+            burst: 3,
+        };
+    })
+    .await;
+    let mut answers = Vec::new();
+    for _ in 0..5 {
+        answers.push(
+            app.client
+                .get(app.url("/api/products"))
+                .send()
+                .await
+                .unwrap(),
+        );
+    }
+    let refused: Vec<_> = answers.into_iter().filter(|r| r.status() == 429).collect();
+    assert!(
+        !refused.is_empty(),
+        "five reads at once against a burst of three"
+    );
+    for response in refused {
+        assert_rate_limited(response).await;
+    }
+}
+
+#[tokio::test]
+async fn a_session_past_its_write_rate_stores_nothing_more() {
+    let app = spawn_app_with(|c| {
+        c.limits.per_client = OFF;
+        c.limits.writes_per_session = Rate {
+            per_second: 1,
+            burst: 2,
+        };
+    })
+    .await;
+    let mut statuses = Vec::new();
+    for i in 0..4 {
+        let response = post_order(&app.client, &app, Some(&format!("w-{i}")), MUG_ORDER).await;
+        statuses.push(response.status().as_u16());
+        if response.status() == 429 {
+            assert_rate_limited(response).await;
+        }
+    }
+    assert_eq!(&statuses[..2], [201, 201], "{statuses:?}");
+    assert!(statuses[2..].contains(&429), "{statuses:?}");
+    let created = statuses.iter().filter(|s| **s == 201).count() as i64;
+    assert_eq!(app.count("orders").await, created);
+    assert_eq!(app.count("idempotency_keys").await, created);
+    // Another shopper has a bucket of its own.
+    let other = shopper();
+    app.open_session(&other).await;
+    let response = post_order(&other, &app, Some("other-1"), MUG_ORDER).await;
+    assert_eq!(response.status(), 201);
+}
+
+/// `X-Forwarded-For` names the client only when a trusted proxy sent it: anyone else
+/// could write any address there and get a fresh bucket with each.
+#[tokio::test]
+async fn only_a_trusted_proxy_names_the_client() {
+    let one_at_a_time = Rate {
+        per_second: 1,
+        burst: 1,
+    };
+    let read_as = |app: &TestApp, client: &'static str| {
+        reqwest::Client::new()
+            .get(app.url("/healthz"))
+            .header("x-forwarded-for", client)
+            .send()
+    };
+    let direct = spawn_app_with(|c| c.limits.per_client = one_at_a_time).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert_eq!(
+        read_as(&direct, "198.51.100.1").await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        read_as(&direct, "198.51.100.2").await.unwrap().status(),
+        429
+    );
+
+    let proxied = spawn_app_with(|c| {
+        c.limits.per_client = one_at_a_time;
+        c.limits.trusted_proxies = server::client_addr::TrustedProxies::parse("127.0.0.1").unwrap();
+    })
+    .await;
+    assert_eq!(
+        read_as(&proxied, "198.51.100.1").await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        read_as(&proxied, "198.51.100.2").await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        read_as(&proxied, "198.51.100.1").await.unwrap().status(),
+        429
+    );
+}
+
+#[tokio::test]
+async fn a_session_with_as_many_unpaid_orders_as_it_may_is_refused_until_one_is_settled() {
+    let app = spawn_app_with(|c| c.limits.pending_orders = 2).await;
+    for key in ["p-1", "p-2"] {
+        let response = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
+        assert_eq!(response.status(), 201);
+    }
+    let refused = post_order(&app.client, &app, Some("p-3"), MUG_ORDER).await;
+    assert_eq!(refused.headers()["retry-after"], "60");
+    assert_problem(refused, 429, "pending-order-quota").await;
+    assert_eq!(app.count("orders").await, 2);
+    // The refusal is not stored with the key: once an order is settled, the same request
+    // with the same key goes through.
+    assert_ne!(app.key_state("p-3").await.as_deref(), Some("completed"));
+    sqlx::query(
+        "UPDATE orders SET status = 'cancelled' WHERE id = (SELECT id FROM orders LIMIT 1)",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let retried = post_order(&app.client, &app, Some("p-3"), MUG_ORDER).await;
+    assert_eq!(retried.status(), 201);
+    assert_eq!(app.count("orders").await, 3);
+}
+
+#[tokio::test]
+async fn a_session_adds_to_its_cart_at_most_its_hourly_quota() {
+    let app = spawn_app_with(|c| c.limits.cart_adds_per_hour = 2).await;
+    app.add_to_cart_with_key(&app.client, "MUG-001", 1, "add-1")
+        .await;
+    app.add_to_cart_with_key(&app.client, "MUG-001", 1, "add-2")
+        .await;
+    let refused = app
+        .post_fn(
+            &app.client,
+            "add_to_cart",
+            &[("sku", "MUG-001"), ("quantity", "1"), ("add_key", "add-3")],
+        )
+        .await;
+    assert_eq!(refused.status(), 422);
+    assert!(refused.text().await.unwrap().contains("cart-add-quota"));
+    assert_eq!(app.count("cart_adds").await, 2);
+    // A repeat of an add that was counted is still answered with the cart.
+    app.add_to_cart_with_key(&app.client, "MUG-001", 1, "add-1")
+        .await;
+    assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 2);
+}
+
+fn address(app: &TestApp) -> String {
+    app.address.trim_start_matches("http://").to_owned()
+}
+
+/// Reads until the server closes the connection; how long that took.
+async fn closed_after(stream: &mut TcpStream, limit: Duration) -> Duration {
+    let started = Instant::now();
+    let mut sink = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(limit, stream.read(&mut sink)).await {
+            Ok(Ok(0) | Err(_)) => return started.elapsed(),
+            Ok(Ok(_)) => {}
+            Err(_) => panic!("the connection was still open after {limit:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn connections_that_never_finish_their_headers_are_closed() {
+    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
+    let mut partial = TcpStream::connect(address(&app)).await.unwrap();
+    partial
+        .write_all(b"GET /api/products HTTP/1.1\r\nHost: shop\r\nX-Slow: ")
+        .await
+        .unwrap();
+    let mut silent = TcpStream::connect(address(&app)).await.unwrap();
+    let limit = Duration::from_secs(5);
+    assert!(closed_after(&mut partial, limit).await < limit);
+    assert!(closed_after(&mut silent, limit).await < limit);
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_answered_503_and_closed() {
+    let app = spawn_app_with(|c| c.limits.max_connections = 3).await;
+    let mut held = Vec::new();
+    let shed = loop {
+        assert!(held.len() <= 4, "no connection was shed");
+        let mut stream = TcpStream::connect(address(&app)).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = vec![0u8; 1024];
+        let n = stream.read(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+        if answer.starts_with("HTTP/1.1 503") {
+            break answer;
+        }
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        held.push(stream);
+    };
+    assert!(shed.contains("retry-after: 1"), "{shed}");
+    assert!(shed.contains("application/problem+json"), "{shed}");
+    // Places come back when connections close.
+    drop(held);
+    let client = shopper();
+    let mut status = 0;
+    for _ in 0..50 {
+        status = match client.get(app.url("/healthz")).send().await {
+            Ok(r) => r.status().as_u16(),
+            Err(_) => 0,
+        };
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, 200);
+}
