@@ -124,7 +124,7 @@ pub async fn add(
     // quota (so the count costs no more than that).
     let first = sqlx::query!(
         "INSERT INTO cart_adds (session_id, add_key)
-         SELECT $1, $2 WHERE (SELECT count(*) FROM (
+         SELECT $1, $2 WHERE $3::bigint = 0 OR (SELECT count(*) FROM (
            SELECT 1 FROM cart_adds WHERE session_id = $1 AND added_at > now() - interval '1 hour' LIMIT $3
          ) AS capped) < $3
          ON CONFLICT ON CONSTRAINT cart_adds_pkey DO NOTHING",

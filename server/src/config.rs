@@ -91,11 +91,10 @@ pub struct Limits {
     pub writes_per_session: Rate,
     /// Proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`).
     pub trusted_proxies: TrustedProxies,
-    /// Orders one session may have waiting for payment (`QUOTA_PENDING_ORDERS`).
+    /// Orders one session may have waiting for payment (`QUOTA_PENDING_ORDERS`; 0: no quota).
     pub pending_orders: u32,
-    /// Idempotency keys one session may claim in an hour (`QUOTA_KEYS_PER_HOUR`).
-    pub keys_per_hour: u32,
-    /// "Add to cart" calls one session may make in an hour (`QUOTA_CART_ADDS_PER_HOUR`).
+    /// "Add to cart" calls one session may make in an hour (`QUOTA_CART_ADDS_PER_HOUR`; 0:
+    /// no quota).
     pub cart_adds_per_hour: u32,
     /// How long a connection may take to send a request's headers (`HEADER_READ_TIMEOUT_MS`).
     pub header_read_timeout: Duration,
@@ -206,7 +205,6 @@ impl Config {
                 },
                 trusted_proxies: TrustedProxies::parse(&var_or("TRUSTED_PROXIES", ""))?,
                 pending_orders: var_or("QUOTA_PENDING_ORDERS", "20").parse()?,
-                keys_per_hour: var_or("QUOTA_KEYS_PER_HOUR", "1000").parse()?,
                 cart_adds_per_hour: var_or("QUOTA_CART_ADDS_PER_HOUR", "500").parse()?,
                 header_read_timeout: millis("HEADER_READ_TIMEOUT_MS", "10000")?,
                 request_timeout: millis("REQUEST_TIMEOUT_MS", "60000")?,
@@ -278,12 +276,8 @@ impl Config {
         );
         let limits = &self.limits;
         anyhow::ensure!(
-            !limits.header_read_timeout.is_zero()
-                && limits.max_connections > 0
-                && limits.pending_orders > 0
-                && limits.keys_per_hour > 0
-                && limits.cart_adds_per_hour > 0,
-            "HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS and the QUOTA_* settings must be positive"
+            !limits.header_read_timeout.is_zero() && limits.max_connections > 0,
+            "HEADER_READ_TIMEOUT_MS and MAX_CONNECTIONS must be positive"
         );
         anyhow::ensure!(
             limits.request_timeout > self.provider_timeout,

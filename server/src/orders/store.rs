@@ -75,7 +75,9 @@ pub async fn create_in_new_tx(
     {
         return Ok((tx, Outcome::Refused(Refusal::CartChanged)));
     }
-    if pending_orders(&mut tx, &session_id, max_pending).await? >= i64::from(max_pending) {
+    if max_pending > 0
+        && pending_orders(&mut tx, &session_id, max_pending).await? >= i64::from(max_pending)
+    {
         return Ok((tx, Outcome::OverQuota));
     }
     match create(&mut tx, &session_id, &new).await? {

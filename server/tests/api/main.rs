@@ -9,6 +9,7 @@ mod cart;
 mod checkout;
 mod cross_site;
 mod dead_letters;
+mod fn_properties;
 mod foundation;
 mod fulfillment;
 mod headers;
