@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api, bus, checkout, config::Config, db, faults::Faults, fulfillment, headers, health,
-    idempotency, idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator, origin,
+    idempotency, idempotency::fingerprint::FingerprintKeys, openapi, operator, origin,
     payments::provider::ProviderClient, session, ssr, state::AppState, workers,
 };
 
@@ -34,12 +34,7 @@ impl Application {
     /// Prepares the database (create, migrate), binds the listener (port 0 picks a free
     /// port, as tests do) and assembles the router.
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
-        if config.operator_password.is_none() {
-            let password = operator::auth::random_secret(20);
-            // Printed once, here, and kept nowhere else: set OPERATOR_PASSWORD to choose one.
-            println!("operator console: /operator, password for this run: {password}");
-            config.operator_password = Some(password);
-        }
+        make_missing_secrets(&mut config);
         db::ensure_database(&config.database_url).await?;
         let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
@@ -117,6 +112,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
     let api::Documented {
         shop_api,
         callbacks,
+        metrics,
         document,
     } = api::documented();
     let shop = shop_api
@@ -134,7 +130,7 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
         .merge(console)
-        .route("/metrics", get(metrics::render))
+        .merge(metrics)
         .merge(openapi::router(document))
         .merge(callbacks)
         .merge(state.faults.router())
@@ -154,6 +150,21 @@ async fn router(state: AppState) -> anyhow::Result<Router> {
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(middleware::from_fn(headers::protective))
         .with_state(state))
+}
+
+/// The console's password and the metrics token, when the configuration sets none: made
+/// for this run, printed once here and kept nowhere else. Nothing is open by default.
+fn make_missing_secrets(config: &mut Config) {
+    if config.operator_password.is_none() && config.operator_password_hash.is_none() {
+        let password = operator::auth::random_secret(20);
+        println!("operator console: /operator, password for this run: {password}");
+        config.operator_password = Some(password);
+    }
+    if config.metrics_token.is_none() {
+        let token = operator::auth::random_secret(32);
+        println!("metrics: /metrics, bearer token for this run: {token}");
+        config.metrics_token = Some(token);
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.
