@@ -1,13 +1,14 @@
-//! The routes the API reference documents: the shop API under `/api`, and the provider's
-//! callbacks. Each is registered together with its OpenAPI operation (`routes!` reads the
-//! handler's `#[utoipa::path]`), so the document is built from the same calls that route.
+//! The routes the API reference documents: the shop API under `/api`, the provider's
+//! callbacks, and `/metrics`. Each is registered together with its OpenAPI operation
+//! (`routes!` reads the handler's `#[utoipa::path]`), so the document is built from the same
+//! calls that route.
 
 use axum::Router;
 use utoipa::openapi::OpenApi;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
-    callbacks, catalog, checkout, error, idempotency, openapi, orders, payments, session,
+    callbacks, catalog, checkout, error, idempotency, metrics, openapi, orders, payments, session,
     state::AppState,
 };
 
@@ -16,6 +17,8 @@ pub struct Documented {
     pub shop_api: Router<AppState>,
     /// `/webhooks/provider`, outside them.
     pub callbacks: Router<AppState>,
+    /// `/metrics`, outside them too.
+    pub metrics: Router<AppState>,
     pub document: OpenApi,
 }
 
@@ -33,9 +36,14 @@ pub fn documented() -> Documented {
         .split_for_parts();
     let (callbacks, callbacks_document) = callbacks::router().split_for_parts();
     document.merge(callbacks_document);
+    let (metrics, metrics_document) = OpenApiRouter::new()
+        .routes(routes!(metrics::render))
+        .split_for_parts();
+    document.merge(metrics_document);
     Documented {
         shop_api,
         callbacks,
+        metrics,
         document: openapi::finish(document),
     }
 }

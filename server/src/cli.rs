@@ -1,6 +1,7 @@
-//! The commands besides serving: workers on their own, and dead-letter handling.
+//! The commands besides serving: workers on their own, dead-letter handling, and the
+//! operator password's hash.
 
-use std::{future::Future, sync::Arc};
+use std::{future::Future, io::Read, sync::Arc};
 
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
@@ -8,7 +9,7 @@ use uuid::Uuid;
 
 use crate::{
     bus, config::Config, consumer::Handler, db, dead_letters, fulfillment::Fulfillment,
-    metrics::Metrics, workers,
+    metrics::Metrics, operator, workers,
 };
 
 async fn database(config: &Config) -> anyhow::Result<PgPool> {
@@ -78,4 +79,45 @@ pub async fn dead_letters(config: Config, args: &[String]) -> anyhow::Result<()>
         Some(other) => anyhow::bail!("unknown dead-letters command {other}: list, retry, discard"),
     }
     Ok(())
+}
+
+/// `server hash-password`: the argon2 PHC string of the password read from `input` (one
+/// line; its line ending is not part of it), for `OPERATOR_PASSWORD_HASH`.
+pub fn hash_password(mut input: impl Read) -> anyhow::Result<String> {
+    let mut text = String::new();
+    input.read_to_string(&mut text)?;
+    let password = text
+        .strip_suffix('\n')
+        .map(|p| p.strip_suffix('\r').unwrap_or(p))
+        .unwrap_or(&text);
+    anyhow::ensure!(
+        !password.is_empty(),
+        "give the password on stdin, e.g. `printf %s \"$PASSWORD\" | server hash-password`"
+    );
+    operator::auth::hash_password(password)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_is_of_the_line_without_its_ending() {
+        for input in ["correct horse", "correct horse\n", "correct horse\r\n"] {
+            let hash = hash_password(input.as_bytes()).unwrap();
+            let config = Config {
+                operator_password_hash: Some(hash),
+                ..Config::from_vars(|name| {
+                    name.ends_with("SECRETS")
+                        .then(|| "a-secret-long-enough".to_owned())
+                })
+                .unwrap()
+            };
+            assert!(
+                operator::auth::password_ok(&config, "correct horse"),
+                "{input:?}"
+            );
+        }
+        assert!(hash_password("\n".as_bytes()).is_err());
+    }
 }

@@ -38,10 +38,19 @@ pub struct Config {
     pub fault_injection: bool,
     /// The outbox relay, the bus, the consumers and the mailer (see [`Events`]).
     pub events: Events,
-    /// The operator console's password; when unset, one is generated and printed at start.
+    /// The operator console's password, in plain text (for development); when neither it
+    /// nor the hash is set, one is generated and printed at start.
     pub operator_password: Option<String>,
     /// What one client or session may ask of this server (see [`Limits`]).
     pub limits: Limits,
+    /// The console's password as an argon2 PHC string (`server hash-password` makes one),
+    /// so the configuration holds no password. Not together with `operator_password`.
+    pub operator_password_hash: Option<String>,
+    /// How failed console logins are throttled (see [`LoginLimits`]).
+    pub login_limits: LoginLimits,
+    /// The bearer token `/metrics` asks for; when unset, one is generated and printed at
+    /// start, so the counters are never public.
+    pub metrics_token: Option<String>,
     /// How often the reconciler compares our payments with the provider's ledger.
     pub reconcile_every: Duration,
     /// How far before the last run's latest ledger entry a run starts reading: longer than
@@ -103,6 +112,24 @@ pub struct Limits {
     /// Connections served at once; past it a new one is answered 503 and closed
     /// (`MAX_CONNECTIONS`).
     pub max_connections: usize,
+}
+
+/// The console's login throttle (docs/design.md, "The operator console"). Failures are
+/// counted in the database, per client address and for all clients together; past a
+/// limit, logins are refused unchecked until the lock ends.
+#[derive(Clone, Copy, Debug)]
+pub struct LoginLimits {
+    /// Failed logins one client address may make within `window` before it is locked out.
+    pub max_failures: u32,
+    pub window: Duration,
+    /// The first lockout; each next one lasts twice as long, up to `lockout_cap`.
+    pub lockout: Duration,
+    pub lockout_cap: Duration,
+    /// Failed logins all clients together may make within `global_window`; past it, every
+    /// login is refused for `global_lockout` (guessing spread over many addresses).
+    pub global_max_failures: u32,
+    pub global_window: Duration,
+    pub global_lockout: Duration,
 }
 
 /// Every database wait is bounded, so a stuck statement, a lock held by a stalled request or
@@ -211,6 +238,17 @@ impl Config {
                 max_connections: var_or("MAX_CONNECTIONS", "2000").parse()?,
             },
             operator_password: var("OPERATOR_PASSWORD").filter(|p| !p.is_empty()),
+            operator_password_hash: var("OPERATOR_PASSWORD_HASH").filter(|h| !h.is_empty()),
+            login_limits: LoginLimits {
+                max_failures: var_or("OPERATOR_LOGIN_MAX_FAILURES", "5").parse()?,
+                window: millis("OPERATOR_LOGIN_WINDOW_MS", "900000")?,
+                lockout: millis("OPERATOR_LOCKOUT_MS", "300000")?,
+                lockout_cap: millis("OPERATOR_LOCKOUT_MAX_MS", "3600000")?,
+                global_max_failures: var_or("OPERATOR_LOGIN_GLOBAL_MAX_FAILURES", "100").parse()?,
+                global_window: millis("OPERATOR_LOGIN_GLOBAL_WINDOW_MS", "60000")?,
+                global_lockout: millis("OPERATOR_LOGIN_GLOBAL_LOCKOUT_MS", "60000")?,
+            },
+            metrics_token: var("METRICS_TOKEN").filter(|t| !t.is_empty()),
             reconcile_every: Duration::from_secs(var_or("RECONCILE_EVERY_SECS", "300").parse()?),
             reconcile_overlap: Duration::from_secs(
                 var_or("RECONCILE_OVERLAP_SECS", "600").parse()?,
@@ -293,6 +331,48 @@ impl Config {
             "BUS_ACK_WAIT_MS must exceed the pause before an ack, and CONSUMER_RETRY_BASE_MS \
              must not exceed CONSUMER_RETRY_CAP_MS"
         );
+        self.validate_console()
+    }
+
+    /// The console's password, its login throttle, and the metrics token.
+    fn validate_console(&self) -> anyhow::Result<()> {
+        anyhow::ensure!(
+            self.operator_password.is_none() || self.operator_password_hash.is_none(),
+            "set OPERATOR_PASSWORD or OPERATOR_PASSWORD_HASH, not both: which one would count \
+             is not obvious"
+        );
+        if let Some(hash) = &self.operator_password_hash {
+            crate::operator::auth::check_password_hash(hash).map_err(|e| {
+                anyhow::anyhow!(
+                    "OPERATOR_PASSWORD_HASH is not an argon2 PHC string ({e}): make one with \
+                     `server hash-password`"
+                )
+            })?;
+        }
+        let limits = &self.login_limits;
+        anyhow::ensure!(
+            limits.max_failures >= 1 && limits.global_max_failures >= 1,
+            "OPERATOR_LOGIN_MAX_FAILURES and OPERATOR_LOGIN_GLOBAL_MAX_FAILURES must be positive"
+        );
+        anyhow::ensure!(
+            [
+                limits.window,
+                limits.lockout,
+                limits.global_window,
+                limits.global_lockout
+            ]
+            .iter()
+            .all(|d| !d.is_zero()),
+            "the login windows and lockouts must be positive: zero would lock no one out"
+        );
+        anyhow::ensure!(
+            limits.lockout <= limits.lockout_cap,
+            "OPERATOR_LOCKOUT_MS must not exceed OPERATOR_LOCKOUT_MAX_MS"
+        );
+        anyhow::ensure!(
+            self.metrics_token.as_ref().is_none_or(|t| t.len() >= 16),
+            "METRICS_TOKEN must be at least 16 characters"
+        );
         Ok(())
     }
 }
@@ -369,6 +449,57 @@ mod tests {
             refusal(&[("PAYMENT_SETTLE_GRACE_MS", "15000")]).contains("PAYMENT_SETTLE_GRACE_MS")
         );
         assert!(refusal(&[("PROVIDER_TIMEOUT_MS", "0")]).contains("PROVIDER_TIMEOUT_MS"));
+    }
+
+    /// `server hash-password` for "correct horse".
+    const HASH: &str =
+        "$argon2id$v=19$m=19456,t=2,p=1$64R7gJjVvOYW3AaD4IWcSQ$Bj69ipXeFP/sqoOEPN5tFLuPev4YI4HhcdKYq+cM1TM";
+
+    #[test]
+    fn a_password_hash_is_accepted_but_not_beside_a_password() {
+        let config = config(&[("OPERATOR_PASSWORD_HASH", HASH)]).unwrap();
+        assert!(crate::operator::auth::password_ok(&config, "correct horse"));
+        let both = refusal(&[
+            ("OPERATOR_PASSWORD_HASH", HASH),
+            ("OPERATOR_PASSWORD", "correct horse"),
+        ]);
+        assert!(both.contains("not both"), "{both}");
+    }
+
+    #[test]
+    fn a_malformed_password_hash_is_refused_at_start() {
+        for bad in [
+            "correct horse",
+            // No hash; costs argon2 refuses; another algorithm.
+            "$argon2id$v=19$m=19456,t=2,p=1$64R7gJjVvOYW3AaD4IWcSQ",
+            "$argon2id$v=19$m=1,t=2,p=1$64R7gJjVvOYW3AaD4IWcSQ$Bj69ipXeFP/sqoOEPN5tFLuPev4YI4HhcdKYq+cM1TM",
+            "$pbkdf2-sha256$i=1000$64R7gJjVvOYW3AaD4IWcSQ$Bj69ipXeFP/sqoOEPN5tFLuPev4YI4HhcdKYq+cM1TM",
+        ] {
+            let refused = refusal(&[("OPERATOR_PASSWORD_HASH", bad)]);
+            assert!(refused.contains("OPERATOR_PASSWORD_HASH"), "{bad}: {refused}");
+        }
+    }
+
+    #[test]
+    fn login_limits_that_lock_no_one_out_are_refused() {
+        let defaults = config(&[]).unwrap().login_limits;
+        assert_eq!(defaults.max_failures, 5);
+        assert_eq!(defaults.lockout, Duration::from_secs(300));
+        for bad in [
+            ("OPERATOR_LOGIN_MAX_FAILURES", "0"),
+            ("OPERATOR_LOGIN_GLOBAL_MAX_FAILURES", "0"),
+            ("OPERATOR_LOCKOUT_MS", "0"),
+            ("OPERATOR_LOGIN_GLOBAL_LOCKOUT_MS", "0"),
+            ("OPERATOR_LOCKOUT_MS", "7200000"),
+        ] {
+            config(&[bad]).expect_err(bad.0);
+        }
+    }
+
+    #[test]
+    fn a_short_metrics_token_is_refused() {
+        assert!(refusal(&[("METRICS_TOKEN", "short")]).contains("METRICS_TOKEN"));
+        assert!(config(&[("METRICS_TOKEN", "a-token-long-enough")]).is_ok());
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! `server`: the HTTP server, with the workers as tasks inside it (unless `RUN_WORKERS=none`).
 //! `server worker relay|fulfillment|mailer …`: those workers alone, for scaling them apart.
 //! `server dead-letters list|retry <id>|discard <id>`: operators' handling of dead letters.
+//! `server hash-password`: the argon2 hash of the password on stdin, for
+//! `OPERATOR_PASSWORD_HASH`.
 
 use server::{
     cli,
@@ -17,8 +19,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     telemetry::init();
-    let config = Config::from_env()?;
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // Needs no configuration: it runs on a machine with none.
+    if args.first().map(String::as_str) == Some("hash-password") {
+        println!("{}", cli::hash_password(std::io::stdin().lock())?);
+        return Ok(());
+    }
+    let config = Config::from_env()?;
     match args.first().map(String::as_str) {
         None => {
             let app = Application::build(config).await?;
@@ -26,7 +33,9 @@ async fn main() -> anyhow::Result<()> {
         }
         Some("worker") => cli::run_workers(config, &args[1..], shutdown_signal()).await?,
         Some("dead-letters") => cli::dead_letters(config, &args[1..]).await?,
-        Some(other) => anyhow::bail!("unknown command {other}: try `worker` or `dead-letters`"),
+        Some(other) => anyhow::bail!(
+            "unknown command {other}: try `worker`, `dead-letters` or `hash-password`"
+        ),
     }
     Ok(())
 }

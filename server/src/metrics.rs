@@ -1,7 +1,8 @@
-//! Counters of the idempotency protocol and of the event chain (relay, consumers, mailer),
-//! exposed on `/metrics` in Prometheus text format. Counters count this process only; sum
-//! them across instances. The outbox lag and the dead letters are read from the database,
-//! so every instance reports the same, whole figure.
+//! Counters of the idempotency protocol, of the event chain (relay, consumers, mailer) and
+//! of the console's logins, exposed on `/metrics` in Prometheus text format, to holders of
+//! the metrics token only. Counters count this process only; sum them across instances.
+//! The outbox lag and the dead letters are read from the database, so every instance
+//! reports the same, whole figure.
 
 use std::sync::{
     atomic::{AtomicU64, Ordering},
@@ -10,10 +11,12 @@ use std::sync::{
 
 use axum::{
     extract::State,
-    http::header,
+    http::{header, HeaderMap, HeaderValue},
     response::{IntoResponse, Response},
 };
 use sqlx::PgPool;
+
+use crate::{config::Config, error::ApiError, operator::auth::secret_matches};
 
 #[derive(Default)]
 pub struct Metrics {
@@ -31,6 +34,8 @@ pub struct Metrics {
     pub retries: AtomicU64,
     pub dead_letters: AtomicU64,
     pub emails_delivered: AtomicU64,
+    pub login_failures: AtomicU64,
+    pub login_lockouts: AtomicU64,
 }
 
 impl Metrics {
@@ -39,7 +44,7 @@ impl Metrics {
     }
 
     fn render(&self) -> String {
-        let rows: [(&str, &str, &AtomicU64); 14] = [
+        let rows: [(&str, &str, &AtomicU64); 16] = [
             (
                 "once_idempotency_executions_total",
                 "Requests that ran the business work.",
@@ -110,6 +115,16 @@ impl Metrics {
                 "Emails delivered (sent over SMTP or kept).",
                 &self.emails_delivered,
             ),
+            (
+                "once_operator_login_failures_total",
+                "Wrong operator console passwords (attempts refused unchecked not included).",
+                &self.login_failures,
+            ),
+            (
+                "once_operator_login_lockouts_total",
+                "Console login lockouts begun: of one client address, or of every client.",
+                &self.login_lockouts,
+            ),
         ];
         rows.iter()
             .map(|(name, help, value)| {
@@ -122,7 +137,27 @@ impl Metrics {
     }
 }
 
-pub async fn render(State(metrics): State<Arc<Metrics>>, State(db): State<PgPool>) -> Response {
+/// Prometheus text. Only for holders of the metrics token: the counters tell how the shop
+/// and its console are being used, attacked included.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "metrics",
+    responses((status = 200, description = "This process's counters and the database's gauges, in Prometheus text format.",
+        content_type = "text/plain; version=0.0.4", body = String,
+        example = "# HELP once_outbox_unpublished Outbox events not yet published.\n# TYPE once_outbox_unpublished gauge\nonce_outbox_unpublished 0\n")),
+    security(("metrics_token" = [])),
+    extensions(("x-problems" = json!(["metrics-token-invalid"]))),
+)]
+pub async fn render(
+    State(metrics): State<Arc<Metrics>>,
+    State(db): State<PgPool>,
+    State(config): State<Arc<Config>>,
+    headers: HeaderMap,
+) -> Response {
+    if !token_ok(&config, &headers) {
+        return refuse();
+    }
     // The counters are worth showing during an outage too: the gauges are left out then.
     let backlog = backlog(&db).await.unwrap_or_else(|e| {
         tracing::warn!(error = %e, "metrics: the database gauges are unavailable");
@@ -133,6 +168,34 @@ pub async fn render(State(metrics): State<Arc<Metrics>>, State(db): State<PgPool
         metrics.render() + &backlog,
     )
         .into_response()
+}
+
+/// Whether the request carries `Authorization: Bearer <METRICS_TOKEN>`, compared in
+/// constant time. Without a configured token (the server always has one once started),
+/// nothing is shown.
+fn token_ok(config: &Config, headers: &HeaderMap) -> bool {
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
+    match (config.metrics_token.as_deref(), given) {
+        (Some(expected), Some(given)) => secret_matches(expected, given),
+        _ => false,
+    }
+}
+
+fn refuse() -> Response {
+    let mut response = ApiError::Unauthorized {
+        problem: "metrics-token-invalid",
+        detail: "/metrics needs the header Authorization: Bearer <METRICS_TOKEN>".into(),
+    }
+    .into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
 }
 
 /// Gauges read from the database: outbox lag, queued emails, dead letters.

@@ -22,9 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api, bus, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
-    health, idempotency, idempotency::fingerprint::FingerprintKeys, metrics, openapi, operator,
-    origin, payments::provider::ProviderClient, refusals, session, ssr, state::AppState, throttle,
-    workers,
+    health, idempotency, idempotency::fingerprint::FingerprintKeys, openapi, operator, origin,
+    payments::provider::ProviderClient, refusals, session, ssr, state::AppState, throttle, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -45,12 +44,7 @@ impl Application {
     /// Prepares the database (create, migrate), binds the listener (port 0 picks a free
     /// port, as tests do) and assembles the router.
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
-        if config.operator_password.is_none() {
-            let password = operator::auth::random_secret(20);
-            // Printed once, here, and kept nowhere else: set OPERATOR_PASSWORD to choose one.
-            println!("operator console: /operator, password for this run: {password}");
-            config.operator_password = Some(password);
-        }
+        make_missing_secrets(&mut config);
         db::ensure_database(&config.database_url).await?;
         let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
@@ -148,6 +142,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
     let api::Documented {
         shop_api,
         callbacks,
+        metrics,
         document,
     } = api::documented();
     let shop = shop_api
@@ -165,7 +160,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
         .merge(console)
-        .route("/metrics", get(metrics::render))
+        .merge(metrics)
         .merge(openapi::router(document))
         .merge(callbacks)
         .merge(state.faults.router())
@@ -191,6 +186,21 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(middleware::from_fn(headers::protective))
         .with_state(state))
+}
+
+/// The console's password and the metrics token, when the configuration sets none: made
+/// for this run, printed once here and kept nowhere else. Nothing is open by default.
+fn make_missing_secrets(config: &mut Config) {
+    if config.operator_password.is_none() && config.operator_password_hash.is_none() {
+        let password = operator::auth::random_secret(20);
+        println!("operator console: /operator, password for this run: {password}");
+        config.operator_password = Some(password);
+    }
+    if config.metrics_token.is_none() {
+        let token = operator::auth::random_secret(32);
+        println!("metrics: /metrics, bearer token for this run: {token}");
+        config.metrics_token = Some(token);
+    }
 }
 
 /// Resolves on SIGINT or SIGTERM.

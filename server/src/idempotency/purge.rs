@@ -37,5 +37,9 @@ pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
         if let Err(e) = crate::cart::forget_old_adds(&db, retention).await {
             tracing::warn!(error = %e, "forgetting old cart adds failed; will retry");
         }
+        // And the console's login throttle forgets addresses quiet for a day.
+        if let Err(e) = crate::operator::throttle::forget_quiet(&db).await {
+            tracing::warn!(error = %e, "forgetting quiet login throttle rows failed; will retry");
+        }
     }
 }

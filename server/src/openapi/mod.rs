@@ -7,7 +7,7 @@ pub mod problems;
 
 use utoipa::{
     openapi::{
-        security::{ApiKey, ApiKeyValue, SecurityScheme},
+        security::{ApiKey, ApiKeyValue, Http, HttpAuthScheme, SecurityScheme},
         OpenApi,
     },
     IntoParams, Modify,
@@ -20,6 +20,9 @@ pub const PAGE_PATH: &str = "/api/docs";
 
 /// The security scheme every operation that needs a session names.
 pub const SESSION: &str = "session";
+
+/// The scheme `/metrics` names (spelled out in its `#[utoipa::path]`, which takes a literal).
+pub const METRICS_TOKEN: &str = "metrics_token";
 
 /// The header every write carries (docs/design.md, "The idempotency protocol").
 #[derive(IntoParams)]
@@ -53,24 +56,31 @@ pub struct IdempotencyKeyHeader(
         (name = "payments", description = "Payments through the provider, charged exactly once per key."),
         (name = "idempotency", description = "The state of a key, for clients polling after a 409."),
         (name = "provider", description = "Callbacks from the payment provider (signed), applied once each."),
+        (name = "metrics", description = "Counters and gauges for Prometheus, behind a bearer token."),
     ),
     components(schemas(crate::error::Problem)),
-    modifiers(&SessionCookie),
+    modifiers(&SecuritySchemes),
 )]
 struct ApiDoc;
 
-struct SessionCookie;
+struct SecuritySchemes;
 
-impl Modify for SessionCookie {
+impl Modify for SecuritySchemes {
     fn modify(&self, doc: &mut OpenApi) {
         let cookie = ApiKeyValue::with_description(
             crate::session::COOKIE_NAME,
             "The shopper's session, set by any page or by GET /api/session. HttpOnly, \
              SameSite=Lax; a client keeps it like a browser does.",
         );
-        doc.components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme(SESSION, SecurityScheme::ApiKey(ApiKey::Cookie(cookie)));
+        let mut bearer = Http::new(HttpAuthScheme::Bearer);
+        bearer.description = Some(
+            "`METRICS_TOKEN`; when it is not configured, the server makes one at start and \
+             prints it once."
+                .into(),
+        );
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(SESSION, SecurityScheme::ApiKey(ApiKey::Cookie(cookie)));
+        components.add_security_scheme(METRICS_TOKEN, SecurityScheme::Http(bearer));
     }
 }
 

@@ -150,6 +150,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("signature-invalid", 401,
         "A provider callback whose signature matches none of the shared secrets.",
         "the signature does not match"),
+    problem("metrics-token-invalid", 401,
+        "GET /metrics without the header Authorization: Bearer <METRICS_TOKEN>, or with another token.",
+        "/metrics needs the header Authorization: Bearer <METRICS_TOKEN>"),
 ];
 
 /// Refused for the request's own form, before the executor reads the key: never stored,

@@ -1,8 +1,14 @@
-//! Who may use the console: an operator who logged in with `OPERATOR_PASSWORD` in this
+//! Who may use the console: an operator who logged in with the operator password in this
 //! session. Shoppers' sessions never carry the mark, so they never reach a page or an
-//! action. Every form carries the session's CSRF token, checked in constant time, and the
-//! password is compared in constant time too (as digests, so its length does not leak).
+//! action. Every form carries the session's CSRF token, checked in constant time. The
+//! password is configured in plain text (`OPERATOR_PASSWORD`, compared as digests in
+//! constant time, so its length does not leak) or as an argon2 hash
+//! (`OPERATOR_PASSWORD_HASH`, so the configuration holds no password).
 
+use argon2::{
+    password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
+    Argon2,
+};
 use axum::http::StatusCode;
 use axum::{
     extract::FromRequestParts,
@@ -10,21 +16,69 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
 };
 use rand::distr::{Alphanumeric, SampleString};
+use rand::Rng;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tower_sessions::Session;
+
+use crate::config::Config;
 
 const OPERATOR: &str = "operator";
 const CSRF: &str = "operator_csrf";
 const NOTICE: &str = "operator_notice";
 
-/// Whether `given` is the operator password: compared as SHA-256 digests in constant time.
-pub fn password_matches(expected: &str, given: &str) -> bool {
+/// Whether `given` is the secret `expected` (a password, a token): compared as SHA-256
+/// digests in constant time.
+pub fn secret_matches(expected: &str, given: &str) -> bool {
     let (a, b) = (
         Sha256::digest(expected.as_bytes()),
         Sha256::digest(given.as_bytes()),
     );
     a.ct_eq(&b).into()
+}
+
+/// Whether `given` is the operator password, as configured: its argon2 hash, or the plain
+/// password. Checking a hash takes tens of milliseconds of CPU: call it off the runtime's
+/// threads.
+pub fn password_ok(config: &Config, given: &str) -> bool {
+    match (&config.operator_password_hash, &config.operator_password) {
+        (Some(hash), _) => hash_matches(hash, given),
+        (None, Some(password)) => !password.is_empty() && secret_matches(password, given),
+        (None, None) => false,
+    }
+}
+
+fn hash_matches(phc: &str, given: &str) -> bool {
+    PasswordHash::new(phc).is_ok_and(|hash| {
+        Argon2::default()
+            .verify_password(given.as_bytes(), &hash)
+            .is_ok()
+    })
+}
+
+/// The argon2id PHC string of `password`, with a random salt and argon2's default costs
+/// (`server hash-password`).
+pub fn hash_password(password: &str) -> anyhow::Result<String> {
+    let mut salt = [0u8; 16];
+    rand::rng().fill(&mut salt);
+    let salt = SaltString::encode_b64(&salt).map_err(|e| anyhow::anyhow!("salt: {e}"))?;
+    let hash = Argon2::default()
+        .hash_password(password.as_bytes(), &salt)
+        .map_err(|e| anyhow::anyhow!("hashing: {e}"))?;
+    Ok(hash.to_string())
+}
+
+/// Whether `phc` is a hash the login can check: an argon2 PHC string with a hash and
+/// costs argon2 accepts. The server refuses to start with any other, rather than refuse
+/// every login.
+pub fn check_password_hash(phc: &str) -> Result<(), String> {
+    let hash = PasswordHash::new(phc).map_err(|e| e.to_string())?;
+    argon2::Algorithm::try_from(hash.algorithm).map_err(|e| e.to_string())?;
+    argon2::Params::try_from(&hash).map_err(|e| e.to_string())?;
+    match hash.hash {
+        Some(_) => Ok(()),
+        None => Err("it holds no hash".into()),
+    }
 }
 
 /// A random secret: the generated password, or a CSRF token.
@@ -129,10 +183,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_password_matches_whatever_its_length() {
-        assert!(password_matches("correct horse", "correct horse"));
-        assert!(!password_matches("correct horse", "correct hors"));
-        assert!(!password_matches("correct horse", ""));
-        assert!(!password_matches("correct horse", &"x".repeat(10_000)));
+    fn only_the_secret_matches_whatever_its_length() {
+        assert!(secret_matches("correct horse", "correct horse"));
+        assert!(!secret_matches("correct horse", "correct hors"));
+        assert!(!secret_matches("correct horse", ""));
+        assert!(!secret_matches("correct horse", &"x".repeat(10_000)));
+    }
+
+    #[test]
+    fn a_hash_matches_only_its_password() {
+        let hash = hash_password("correct horse").unwrap();
+        assert!(hash.starts_with("$argon2id$"), "{hash}");
+        assert_eq!(check_password_hash(&hash), Ok(()));
+        assert!(hash_matches(&hash, "correct horse"));
+        assert!(!hash_matches(&hash, "correct hors"));
+        assert_ne!(hash, hash_password("correct horse").unwrap(), "salted");
     }
 }

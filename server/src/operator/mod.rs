@@ -2,11 +2,13 @@
 //! ([`auth`]). It shows what an operator of this shop looks at: outbox and consumer lag,
 //! dead letters, idempotency keys and payments by state, reconciliation runs and findings,
 //! callback anomalies and recent emails; and it offers the actions on them: run the
-//! reconciler, resolve or refund a finding, retry or discard a dead letter.
+//! reconciler, resolve or refund a finding, retry or discard a dead letter. Failed logins
+//! are throttled ([`throttle`]).
 
 pub mod auth;
 mod figures;
 mod pages;
+pub mod throttle;
 
 use axum::{
     routing::{get, post},

@@ -16,7 +16,10 @@ use sqlx::PgPool;
 use tower_sessions::Session;
 use uuid::Uuid;
 
-use super::auth::{self, Operator};
+use super::{
+    auth::{self, Operator},
+    throttle::{self, Admission, Client, Locks},
+};
 use crate::{
     consumer::Handler, dead_letters, error::ApiError, fulfillment::Fulfillment, reconcile,
     state::AppState,
@@ -72,33 +75,94 @@ pub async fn login_page(session: Session) -> Response {
     }
 }
 
+/// The login: counted by the throttle before the password is looked at, and refused
+/// unchecked while a lock holds (docs/design.md, "The operator console").
 pub async fn login(
     State(state): State<AppState>,
+    Client(client): Client,
     session: Session,
     Form(form): Form<LoginForm>,
 ) -> Response {
     if !auth::csrf_ok(&session, &form.csrf).await {
         return forbidden();
     }
-    let expected = state
-        .config
-        .operator_password
-        .as_deref()
-        .unwrap_or_default();
-    if expected.is_empty() || !auth::password_matches(expected, &form.password) {
-        tracing::warn!("operator console: a wrong password was given");
-        let csrf = auth::csrf_token(&session).await.unwrap_or_default();
-        let page = LoginPage {
-            logged_in: false,
-            csrf,
-            notice: Some("Wrong password.".into()),
-        };
-        return (StatusCode::UNAUTHORIZED, render(page)).into_response();
+    let locks = match throttle::admit(&state.db, &client, &state.config.login_limits).await {
+        Ok(Admission::Checked(locks)) => locks,
+        Ok(Admission::Refused { retry_after_secs }) => return locked_out(retry_after_secs),
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let right = password_ok(&state, form.password).await;
+    throttle::report(&state.metrics, &client, &locks, right);
+    if !right {
+        return wrong_password(&session, &locks).await;
+    }
+    if let Err(e) = throttle::forget(&state.db, &client).await {
+        tracing::warn!(error = %e, "operator console: this address's failed logins stay counted");
     }
     if let Err(response) = auth::log_in(&session).await {
         return response;
     }
     Redirect::to("/operator").into_response()
+}
+
+/// The password check, off the runtime's threads (an argon2 hash costs milliseconds).
+async fn password_ok(state: &AppState, given: String) -> bool {
+    let config = state.config.clone();
+    tokio::task::spawn_blocking(move || auth::password_ok(&config, &given))
+        .await
+        .unwrap_or(false)
+}
+
+async fn wrong_password(session: &Session, locks: &Locks) -> Response {
+    let notice = match locks.address.max(locks.every_client) {
+        Some(secs) => format!(
+            "Wrong password. Too many failed logins: none is checked for {}.",
+            wait_words(secs)
+        ),
+        None => "Wrong password.".into(),
+    };
+    let page = LoginPage {
+        logged_in: false,
+        csrf: auth::csrf_token(session).await.unwrap_or_default(),
+        notice: Some(notice),
+    };
+    (StatusCode::UNAUTHORIZED, render(page)).into_response()
+}
+
+#[derive(Template)]
+#[template(path = "operator/locked.html")]
+struct LockedPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    until: String,
+    wait: String,
+}
+
+/// 429 with `Retry-After`, and a page that says when to come back.
+fn locked_out(retry_after_secs: u64) -> Response {
+    let until = chrono::Utc::now() + chrono::Duration::seconds(retry_after_secs as i64);
+    let page = LockedPage {
+        logged_in: false,
+        csrf: String::new(),
+        notice: None,
+        until: until.format("%H:%M:%S UTC").to_string(),
+        wait: wait_words(retry_after_secs),
+    };
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, retry_after_secs.to_string())],
+        render(page),
+    )
+        .into_response()
+}
+
+fn wait_words(secs: u64) -> String {
+    match secs {
+        1 => "1 second".into(),
+        0..=119 => format!("{secs} seconds"),
+        _ => format!("{} minutes", secs.div_ceil(60)),
+    }
 }
 
 pub async fn logout(operator: Operator, Form(form): Form<CsrfForm>) -> Response {

@@ -62,13 +62,13 @@ fn value() -> impl Strategy<Value = String> {
 
 /// A body: fields (some repeated, some missing) in one of the encodings, or raw bytes.
 fn body() -> impl Strategy<Value = Vec<u8>> {
-    let pairs = vec((prop::sample::select(FIELDS), value()), 0..6);
+    let pairs = || vec((prop::sample::select(FIELDS), value()), 0..6);
     prop_oneof![
-        pairs.clone().prop_map(|pairs| {
+        pairs().prop_map(|pairs| {
             let form: Vec<_> = pairs.iter().map(|(k, v)| (*k, v.as_str())).collect();
             serde_urlencoded::to_string(form).unwrap().into_bytes()
         }),
-        pairs.prop_map(|pairs| {
+        pairs().prop_map(|pairs| {
             let object: serde_json::Map<_, _> = pairs
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), serde_json::Value::String(v)))

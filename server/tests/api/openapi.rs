@@ -27,7 +27,6 @@ const NOT_IN_THE_REFERENCE: &[(&str, &str)] = &[
         "an HTML page: the order's confirmation email",
     ),
     ("/healthz", "for load balancers"),
-    ("/metrics", "for Prometheus"),
 ];
 
 /// Whole trees outside it.

@@ -3,7 +3,7 @@
 
 use crate::helpers::*;
 
-const PASSWORD: &str = "operator-test-password";
+pub const PASSWORD: &str = "operator-test-password";
 
 async fn spawn_console() -> TestApp {
     spawn_chain(OnBus::Postgres, |config| {
@@ -13,7 +13,7 @@ async fn spawn_console() -> TestApp {
 }
 
 /// The CSRF token in a console page's forms.
-fn csrf_in(html: &str) -> String {
+pub fn csrf_in(html: &str) -> String {
     let at = html
         .find("name=\"csrf\" value=\"")
         .expect("a form with a CSRF token")
@@ -21,7 +21,7 @@ fn csrf_in(html: &str) -> String {
     html[at..].split('"').next().unwrap().to_owned()
 }
 
-async fn login(app: &TestApp, client: &reqwest::Client, password: &str) -> reqwest::Response {
+pub async fn login(app: &TestApp, client: &reqwest::Client, password: &str) -> reqwest::Response {
     let page = app.get_text(client, "/operator/login").await;
     client
         .post(app.url("/operator/login"))

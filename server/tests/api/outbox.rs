@@ -114,7 +114,7 @@ async fn published_events_and_settled_messages_are_pruned_after_the_retention() 
 async fn metrics_show_the_outbox_lag_and_the_chain_counters() {
     let app = spawn_chain(OnBus::Postgres, |_| {}).await;
     app.paid_orders(1).await;
-    let metrics = app.get_text(&app.client, "/metrics").await;
+    let metrics = app.metrics_text().await;
     assert!(metrics.contains("once_outbox_unpublished 2\n"), "{metrics}");
     assert!(metrics.contains("once_outbox_oldest_unpublished_seconds "));
     for name in [

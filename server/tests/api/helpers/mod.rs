@@ -20,6 +20,9 @@ pub const TEST_WEBHOOK_SECRET: &str = "whsec_integration_tests";
 /// The secret the tests' servers key request fingerprints with.
 pub const TEST_FINGERPRINT_SECRET: &str = "fingerprints_of_integration_tests";
 
+/// The bearer token the tests' servers ask for on `/metrics`.
+pub const TEST_METRICS_TOKEN: &str = "metrics-token-of-integration-tests";
+
 pub struct TestApp {
     pub address: String,
     pub db: PgPool,
@@ -49,6 +52,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     config.listen_addr = SocketAddr::from(([127, 0, 0, 1], 0));
     // Tests drive the relay, the consumers and the mailer themselves (see helpers/events.rs).
     config.events.run_workers = false;
+    config.metrics_token = Some(TEST_METRICS_TOKEN.into());
     customize(&mut config);
     start(config, db_name).await
 }
@@ -355,17 +359,22 @@ impl TestApp {
             .unwrap()
     }
 
-    /// The value of a counter on `/metrics`.
-    pub async fn metric(&self, name: &str) -> u64 {
-        let text = self
+    /// `/metrics`, read with the metrics token.
+    pub async fn metrics_text(&self) -> String {
+        let response = self
             .client
             .get(self.url("/metrics"))
+            .bearer_auth(TEST_METRICS_TOKEN)
             .send()
             .await
-            .unwrap()
-            .text()
-            .await
             .unwrap();
+        assert_eq!(response.status(), 200, "/metrics with the token");
+        response.text().await.unwrap()
+    }
+
+    /// The value of a counter on `/metrics`.
+    pub async fn metric(&self, name: &str) -> u64 {
+        let text = self.metrics_text().await;
         text.lines()
             .find_map(|l| {
                 l.strip_prefix(name)

@@ -1,0 +1,236 @@
+//! The console cannot be brute-forced (issue 24): failed logins lock out their address and,
+//! past a cap, every client, in the database (so every instance refuses); a locked-out
+//! login is not checked at all; failures and lockouts are counted on `/metrics`, which
+//! answers only to its token; the password may be configured as an argon2 hash.
+//!
+//! Every request of a test comes from 127.0.0.1; other addresses are counted through the
+//! throttle itself.
+
+use std::time::Duration;
+
+use server::{
+    config::LoginLimits,
+    operator::throttle::{self, Admission},
+};
+
+use crate::helpers::*;
+use crate::operator::{login, PASSWORD};
+
+/// Limits for a test: `max` failures per address, `global` for every client, locks of
+/// `lockout` each (the first; an address's next ones double).
+fn limits(max: u32, global: u32, lockout: Duration) -> LoginLimits {
+    LoginLimits {
+        max_failures: max,
+        window: Duration::from_secs(60),
+        lockout,
+        lockout_cap: Duration::from_secs(60),
+        global_max_failures: global,
+        global_window: Duration::from_secs(60),
+        global_lockout: lockout,
+    }
+}
+
+async fn spawn_guarded(limits: LoginLimits) -> TestApp {
+    spawn_app_with(|config| {
+        config.operator_password = Some(PASSWORD.into());
+        config.login_limits = limits;
+    })
+    .await
+}
+
+fn retry_after(response: &reqwest::Response) -> u64 {
+    response.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .expect("Retry-After in seconds")
+}
+
+/// Asserts `response` is the lockout's answer, and returns its Retry-After.
+async fn assert_locked_out(response: reqwest::Response) -> u64 {
+    assert_eq!(response.status(), 429);
+    let wait = retry_after(&response);
+    assert!(wait >= 1);
+    let page = response.text().await.unwrap();
+    assert!(
+        page.contains("Too many failed logins") && page.contains("Try again in"),
+        "{page}"
+    );
+    wait
+}
+
+/// Whether `client` reaches the console (a logged-in session).
+async fn logged_in(app: &TestApp, client: &reqwest::Client) -> bool {
+    let overview = client.get(app.url("/operator")).send().await.unwrap();
+    overview.status() == 200
+}
+
+async fn fail(app: &TestApp, client: &reqwest::Client, times: usize) {
+    for _ in 0..times {
+        assert_eq!(login(app, client, "a guess").await.status(), 401);
+    }
+}
+
+async fn locked_rows(app: &TestApp) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT client FROM operator_login_failures WHERE locked_until > now() ORDER BY client",
+    )
+    .fetch_all(&app.db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_locked_out_address_is_refused_unchecked_by_every_instance_until_the_lock_ends() {
+    let app = spawn_guarded(limits(3, 100, Duration::from_millis(1500))).await;
+    let client = shopper();
+    fail(&app, &client, 3).await;
+
+    // The right password, during the lockout: not checked, so no one is logged in.
+    assert_locked_out(login(&app, &client, PASSWORD).await).await;
+    assert!(!logged_in(&app, &client).await);
+    assert_eq!(
+        locked_rows(&app).await,
+        ["127.0.0.1"],
+        "the lock is in the database"
+    );
+
+    // Another instance on the same database refuses too.
+    let second = start(app.config.clone(), app.db_name.clone()).await;
+    let wait = assert_locked_out(login(&second, &client, PASSWORD).await).await;
+    assert!(!logged_in(&second, &client).await);
+
+    tokio::time::sleep(Duration::from_secs(wait) + Duration::from_millis(200)).await;
+    assert_eq!(login(&second, &client, PASSWORD).await.status(), 303);
+    assert!(logged_in(&app, &client).await);
+    assert_eq!(
+        app.count_where("operator_login_failures", "client <> '*'")
+            .await,
+        0,
+        "a successful login clears its address"
+    );
+}
+
+#[tokio::test]
+async fn each_lockout_of_an_address_lasts_twice_the_one_before() {
+    let app = spawn_guarded(limits(2, 100, Duration::from_secs(1))).await;
+    let client = shopper();
+    fail(&app, &client, 2).await;
+    let first = assert_locked_out(login(&app, &client, PASSWORD).await).await;
+    assert_eq!(first, 1);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // After the lock, the count starts again: two more tries, then twice as long a lock.
+    fail(&app, &client, 2).await;
+    let second = assert_locked_out(login(&app, &client, PASSWORD).await).await;
+    assert_eq!(second, 2);
+}
+
+#[tokio::test]
+async fn past_the_global_cap_every_client_is_refused_unchecked() {
+    let limits = limits(100, 4, Duration::from_millis(1500));
+    let app = spawn_guarded(limits).await;
+    // Guesses spread over three addresses, one each: no address is near its own limit.
+    for address in ["192.0.2.1", "192.0.2.2", "2001:db8::1"] {
+        let admitted = throttle::admit(&app.db, address, &limits).await.unwrap();
+        assert!(matches!(admitted, Admission::Checked(_)), "{address}");
+    }
+    let client = shopper();
+    fail(&app, &client, 1).await;
+
+    let wait = assert_locked_out(login(&app, &client, PASSWORD).await).await;
+    assert!(!logged_in(&app, &client).await);
+    let refused = throttle::admit(&app.db, "192.0.2.9", &limits)
+        .await
+        .unwrap();
+    assert!(
+        matches!(refused, Admission::Refused { .. }),
+        "a new address too"
+    );
+    assert_eq!(locked_rows(&app).await, ["*"], "no address is locked");
+    let counted: i32 = sqlx::query_scalar(
+        "SELECT failures FROM operator_login_failures WHERE client = '127.0.0.1'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(
+        counted, 1,
+        "an attempt refused for everyone is not held against its address"
+    );
+
+    tokio::time::sleep(Duration::from_secs(wait) + Duration::from_millis(200)).await;
+    assert_eq!(login(&app, &client, PASSWORD).await.status(), 303);
+    assert!(logged_in(&app, &client).await);
+}
+
+#[tokio::test]
+async fn failures_and_lockouts_are_counted_on_metrics_once_each() {
+    let app = spawn_guarded(limits(3, 100, Duration::from_secs(60))).await;
+    assert_eq!(app.metric("once_operator_login_failures_total").await, 0);
+    let client = shopper();
+    fail(&app, &client, 3).await;
+    for _ in 0..5 {
+        assert_locked_out(login(&app, &client, "another guess").await).await;
+    }
+    assert_eq!(
+        app.metric("once_operator_login_failures_total").await,
+        3,
+        "refused attempts were not checked, so not failures"
+    );
+    assert_eq!(app.metric("once_operator_login_lockouts_total").await, 1);
+}
+
+#[tokio::test]
+async fn a_password_hash_lets_in_its_password_only() {
+    let hash = server::operator::auth::hash_password("the hashed password").unwrap();
+    let app = spawn_app_with(|config| {
+        config.operator_password = None;
+        config.operator_password_hash = Some(hash);
+    })
+    .await;
+    let client = shopper();
+    for wrong in ["the hashed passwor", "", PASSWORD] {
+        assert_eq!(login(&app, &client, wrong).await.status(), 401, "{wrong}");
+    }
+    assert!(!logged_in(&app, &client).await);
+    assert_eq!(
+        login(&app, &client, "the hashed password").await.status(),
+        303
+    );
+    assert!(logged_in(&app, &client).await);
+}
+
+#[tokio::test]
+async fn metrics_answer_only_to_their_token() {
+    let app = spawn_app().await;
+    let anonymous = app.client.get(app.url("/metrics")).send().await.unwrap();
+    assert_eq!(anonymous.headers()["www-authenticate"], "Bearer");
+    assert_problem(anonymous, 401, "metrics-token-invalid").await;
+    for header in [
+        "Bearer not-the-metrics-token".to_owned(),
+        format!("Basic {TEST_METRICS_TOKEN}"),
+        format!("Bearer {TEST_METRICS_TOKEN}x"),
+    ] {
+        let wrong = app
+            .client
+            .get(app.url("/metrics"))
+            .header("authorization", header.as_str())
+            .send()
+            .await
+            .unwrap();
+        assert_problem(wrong, 401, "metrics-token-invalid").await;
+    }
+    let text = app.metrics_text().await;
+    assert!(
+        text.contains("once_operator_login_failures_total 0\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_are_not_public_when_no_token_is_configured() {
+    // The server makes a token of its own and prints it; no request without it is served.
+    let app = spawn_app_with(|config| config.metrics_token = None).await;
+    let anonymous = app.client.get(app.url("/metrics")).send().await.unwrap();
+    assert_problem(anonymous, 401, "metrics-token-invalid").await;
+}
