@@ -41,6 +41,9 @@ pub struct Config {
     /// The operator console's password, in plain text (for development); when neither it
     /// nor the hash is set, one is generated and printed at start.
     pub operator_password: Option<String>,
+    /// The shop is reached over HTTPS (TLS ended in front of it): `Secure` cookies and HSTS
+    /// (`SERVED_OVER_HTTPS`).
+    pub served_over_https: bool,
     /// What one client or session may ask of this server (see [`Limits`]).
     pub limits: Limits,
     /// The console's password as an argon2 PHC string (`server hash-password` makes one),
@@ -221,6 +224,10 @@ impl Config {
                 ack_wait: millis("BUS_ACK_WAIT_MS", "30000")?,
                 pause_before_ack: millis("ONCE_FAULT_PAUSE_BEFORE_ACK_MS", "0")?,
             },
+            served_over_https: matches!(
+                var_or("SERVED_OVER_HTTPS", "false").as_str(),
+                "true" | "1" | "on"
+            ),
             limits: Limits {
                 per_client: Rate {
                     per_second: var_or("RATE_LIMIT_PER_CLIENT", "100").parse()?,

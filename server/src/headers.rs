@@ -4,31 +4,85 @@
 //! no personal page or API answer may be kept by a shared cache or the back-forward cache of
 //! a shared computer.
 //!
-//! The content security policy here restricts where the shop may be framed, where its forms
-//! may post and what a `<base>` or `<object>` may do; it does not restrict scripts (the
-//! hydration scripts are inline). An answer that sets a header itself (the sandboxed email
-//! view sets its own policy) keeps it. The built site under `/pkg/` stays cacheable.
+//! The content security policy lets a page run only the shop's own scripts: those under
+//! `/pkg/` and the inline hydration scripts Leptos writes, which carry a nonce made afresh
+//! for each answer ([`CspNonce`], handed to Leptos by `ssr`). The wasm module is compiled
+//! under `'wasm-unsafe-eval'`, never `'unsafe-eval'`. Styles come from the shop's stylesheet
+//! only. The API reference (`/api/docs`, Swagger UI) keeps inline styles. An answer that sets
+//! a header itself (the sandboxed email view sets its own policy) keeps it. The built site
+//! under `/pkg/` stays cacheable.
 
 use axum::{
-    extract::Request,
+    extract::{Request, State},
     http::{header, HeaderMap, HeaderName, HeaderValue},
     middleware::Next,
     response::Response,
 };
 
-const POLICY: &str =
+/// What every policy says, whatever the page.
+const FRAMING_AND_FORMS: &str =
     "frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'";
+const REFERENCE_PATH: &str = "/api/docs";
+
+/// The nonce of one answer's inline scripts, in the request's extensions.
+#[derive(Clone, Debug)]
+pub struct CspNonce(pub String);
+
+impl CspNonce {
+    fn fresh() -> Self {
+        Self(hex::encode(rand::random::<[u8; 16]>()))
+    }
+}
+
+/// The policy of a page whose inline scripts carry `nonce`.
+fn policy(nonce: &CspNonce, path: &str) -> String {
+    let styles = if path.starts_with(REFERENCE_PATH) {
+        "style-src 'self' 'unsafe-inline'"
+    } else {
+        "style-src 'self'"
+    };
+    format!(
+        "default-src 'self'; script-src 'self' 'nonce-{}' 'wasm-unsafe-eval'; {styles}; \
+         img-src 'self' data:; connect-src 'self'; {FRAMING_AND_FORMS}",
+        nonce.0
+    )
+}
+
+/// How the shop reaches its shoppers: over HTTPS (`SERVED_OVER_HTTPS`, TLS ended by the
+/// server's proxy) or not. Over HTTPS, every answer tells the browser to use nothing else
+/// for a year (HSTS), and the session cookies are `Secure` (`session`).
+#[derive(Clone, Copy, Debug)]
+pub struct Transport {
+    pub https: bool,
+}
+
+const HSTS: &str = "max-age=31536000; includeSubDomains";
 
 /// Middleware: adds the headers to every answer that does not set them itself.
-pub async fn protective(request: Request, next: Next) -> Response {
+pub async fn protective(
+    State(transport): State<Transport>,
+    mut request: Request,
+    next: Next,
+) -> Response {
     let under_pkg = request.uri().path().starts_with("/pkg/");
+    let nonce = CspNonce::fresh();
+    let policy = policy(&nonce, request.uri().path());
+    request.extensions_mut().insert(nonce);
     let mut response = next.run(request).await;
     // A file of the built site; a miss there is the app's 404 page, personal like any page.
     let static_asset = under_pkg && response.status().is_success();
     let headers = response.headers_mut();
     set_if_absent(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+    if transport.https {
+        set_if_absent(headers, header::STRICT_TRANSPORT_SECURITY, HSTS);
+    }
     set_if_absent(headers, header::X_FRAME_OPTIONS, "DENY");
-    set_if_absent(headers, header::CONTENT_SECURITY_POLICY, POLICY);
+    if let (Ok(policy), false) = (
+        HeaderValue::from_str(&policy),
+        headers.contains_key(header::CONTENT_SECURITY_POLICY),
+    ) {
+        headers.insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
     // Same-origin requests keep their Referer: a form posted without wasm is sent back to
     // its page by it.
     set_if_absent(headers, header::REFERRER_POLICY, "same-origin");

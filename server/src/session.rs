@@ -21,14 +21,19 @@ const OPERATOR_COOKIE_NAME: &str = "once_operator";
 const OPENED_AT: &str = "opened_at";
 
 /// Creates the session table if needed and returns the layer that loads and saves sessions.
-pub async fn layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresStore>> {
+/// `secure`: the shop is served over HTTPS (`SERVED_OVER_HTTPS`), so the cookie is sent over
+/// HTTPS only.
+pub async fn layer(
+    pool: PgPool,
+    secure: bool,
+) -> anyhow::Result<SessionManagerLayer<PostgresStore>> {
     let store = PostgresStore::new(pool);
     store.migrate().await?;
     Ok(SessionManagerLayer::new(store)
         .with_name(COOKIE_NAME)
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
-        .with_secure(false)
+        .with_secure(secure)
         .with_expiry(Expiry::OnInactivity(Duration::days(30))))
 }
 
@@ -41,7 +46,10 @@ const OPERATOR_SESSION_TABLE: &str = "operator_session";
 /// along with a shop request (`SameSite=Strict`), stored in a table of its own, and ended
 /// after 8 hours of inactivity. A shopper's session can never be an operator's, and logging
 /// in leaves a browser's shop session (its cart, its orders) alone.
-pub async fn operator_layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<PostgresStore>> {
+pub async fn operator_layer(
+    pool: PgPool,
+    secure: bool,
+) -> anyhow::Result<SessionManagerLayer<PostgresStore>> {
     let store = PostgresStore::new(pool)
         .with_table_name(OPERATOR_SESSION_TABLE)
         .map_err(anyhow::Error::msg)?;
@@ -51,7 +59,7 @@ pub async fn operator_layer(pool: PgPool) -> anyhow::Result<SessionManagerLayer<
         .with_path("/operator")
         .with_http_only(true)
         .with_same_site(SameSite::Strict)
-        .with_secure(false)
+        .with_secure(secure)
         .with_expiry(Expiry::OnInactivity(Duration::hours(8))))
 }
 

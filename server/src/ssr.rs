@@ -30,15 +30,32 @@ pub fn router(state: &AppState) -> Router<AppState> {
         .leptos_routes_with_context(
             state,
             generate_route_list(App),
-            move || provide_context(backend.clone()),
+            move || {
+                provide_context(backend.clone());
+                provide_request_nonce();
+            },
             move || shell(options.clone()),
         )
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(shell))
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(provide_request_nonce, shell))
         .layer(axum::middleware::from_fn(page_deadline::rerender_stalled))
         .layer(axum::middleware::from_fn_with_state(
             refusals::ServerFnBodyLimit(state.config.max_body_bytes),
             refusals::server_fn_bodies,
         ))
+}
+
+/// Gives Leptos the nonce the policy header names (`headers::protective` made it), so its
+/// inline hydration scripts carry it; without one, Leptos would make its own, which the
+/// header would not allow.
+fn provide_request_nonce() {
+    let nonce = use_context::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::headers::CspNonce>().cloned());
+    if let Some(nonce) = nonce {
+        provide_context(leptos::nonce::Nonce::from_value(nonce.0));
+    }
 }
 
 struct ServerBackend {

@@ -138,7 +138,8 @@ impl Application {
 }
 
 async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::Result<Router> {
-    let sessions = session::layer(state.db.clone()).await?;
+    let https = state.config.served_over_https;
+    let sessions = session::layer(state.db.clone(), https).await?;
     let api::Documented {
         shop_api,
         callbacks,
@@ -155,7 +156,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .layer(middleware::from_fn(origin::same_origin_redirects))
         .layer(middleware::from_fn(origin::same_origin_writes));
     let console = operator::router()
-        .layer(session::operator_layer(state.db.clone()).await?)
+        .layer(session::operator_layer(state.db.clone(), https).await?)
         .layer(middleware::from_fn(origin::same_origin_writes));
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
@@ -184,7 +185,10 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         )
         .layer(middleware::from_fn_with_state(throttle, throttle::limit))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(middleware::from_fn(headers::protective))
+        .layer(middleware::from_fn_with_state(
+            headers::Transport { https },
+            headers::protective,
+        ))
         .with_state(state))
 }
 

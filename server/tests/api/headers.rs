@@ -66,3 +66,76 @@ async fn pages_api_answers_and_refusals_carry_the_headers_and_are_never_cached()
     assert_protected(&missing);
     assert_eq!(header(&missing, "cache-control"), "private, no-store");
 }
+
+/// Pages run only the shop's scripts: the policy names a nonce made for this answer, and
+/// every inline script of the page carries it (a script injected into a page would not).
+#[tokio::test]
+async fn every_inline_script_of_a_page_carries_the_nonce_its_policy_names() {
+    let app = spawn_app().await;
+    let mut nonces = Vec::new();
+    for path in ["/", "/checkout", "/orders", "/no-such-page"] {
+        let response = app.client.get(app.url(path)).send().await.unwrap();
+        let policy = header(&response, "content-security-policy").to_owned();
+        assert!(policy.contains("'wasm-unsafe-eval'"), "{policy}");
+        assert!(!policy.contains("'unsafe-eval'") && !policy.contains("'unsafe-inline'"));
+        assert!(policy.contains("style-src 'self'"), "{policy}");
+        let nonce = policy
+            .split("'nonce-")
+            .nth(1)
+            .and_then(|rest| rest.split('\'').next())
+            .unwrap_or_else(|| panic!("{path}: no nonce in {policy}"))
+            .to_owned();
+        let html = response.text().await.unwrap();
+        let scripts: Vec<&str> = html.split("<script").skip(1).collect();
+        assert!(!scripts.is_empty(), "{path} has its hydration script");
+        for script in scripts {
+            let tag = &script[..script.find('>').unwrap()];
+            assert!(
+                tag.contains(&format!("nonce=\"{nonce}\"")),
+                "{path}: <script{tag}> lacks the nonce {nonce}"
+            );
+        }
+        nonces.push(nonce);
+    }
+    nonces.sort();
+    nonces.dedup();
+    assert_eq!(nonces.len(), 4, "a fresh nonce for every answer");
+}
+
+/// Over HTTPS, the cookies travel over HTTPS only and the browser is told to use nothing
+/// else; over plain HTTP (a developer's machine) neither, or nothing would work.
+#[tokio::test]
+async fn served_over_https_the_cookies_are_secure_and_hsts_is_sent() {
+    let plain = spawn_app().await;
+    let response = shopper()
+        .get(plain.url("/api/session"))
+        .send()
+        .await
+        .unwrap();
+    assert!(response
+        .headers()
+        .get("strict-transport-security")
+        .is_none());
+    assert!(!header(&response, "set-cookie").contains("Secure"));
+
+    let https = spawn_app_with(|c| c.served_over_https = true).await;
+    let response = shopper()
+        .get(https.url("/api/session"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        header(&response, "strict-transport-security"),
+        "max-age=31536000; includeSubDomains"
+    );
+    assert!(header(&response, "set-cookie").contains("Secure"));
+    let login = shopper()
+        .get(https.url("/operator/login"))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        header(&login, "set-cookie").contains("Secure"),
+        "the console's cookie"
+    );
+}
