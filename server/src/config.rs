@@ -105,6 +105,9 @@ pub struct Limits {
     pub trusted_proxies: TrustedProxies,
     /// Orders one session may have waiting for payment (`QUOTA_PENDING_ORDERS`; 0: no quota).
     pub pending_orders: u32,
+    /// Idempotency keys one session may claim in an hour (`QUOTA_KEYS_PER_HOUR`; 0: no
+    /// quota).
+    pub keys_per_hour: u32,
     /// "Add to cart" calls one session may make in an hour (`QUOTA_CART_ADDS_PER_HOUR`; 0:
     /// no quota).
     pub cart_adds_per_hour: u32,
@@ -239,6 +242,7 @@ impl Config {
                 },
                 trusted_proxies: TrustedProxies::parse(&var_or("TRUSTED_PROXIES", ""))?,
                 pending_orders: var_or("QUOTA_PENDING_ORDERS", "20").parse()?,
+                keys_per_hour: var_or("QUOTA_KEYS_PER_HOUR", "1000").parse()?,
                 cart_adds_per_hour: var_or("QUOTA_CART_ADDS_PER_HOUR", "500").parse()?,
                 header_read_timeout: millis("HEADER_READ_TIMEOUT_MS", "10000")?,
                 request_timeout: millis("REQUEST_TIMEOUT_MS", "60000")?,

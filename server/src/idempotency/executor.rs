@@ -46,6 +46,8 @@ pub struct Idempotency {
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
     pub fingerprints: FingerprintKeys,
+    /// Keys one scope may claim in an hour (`QUOTA_KEYS_PER_HOUR`; 0: no quota).
+    pub keys_per_hour: u32,
 }
 
 impl FromRef<AppState> for Idempotency {
@@ -57,9 +59,14 @@ impl FromRef<AppState> for Idempotency {
             metrics: state.metrics.clone(),
             faults: state.faults.clone(),
             fingerprints: state.fingerprints.clone(),
+            keys_per_hour: state.config.limits.keys_per_hour,
         }
     }
 }
+
+/// The `Retry-After` of a refusal by the hourly key quota: the oldest key of the hour
+/// leaves the count within minutes at most for a session just over it.
+const KEY_QUOTA_RETRY_AFTER_SECS: u64 = 300;
 
 enum Start {
     Execute(Uuid),
@@ -137,7 +144,7 @@ impl Idempotency {
     /// Becomes the executor of `req`, or learns what a request that raced us holds.
     async fn start(&self, req: &IdempotentRequest) -> Result<Start, ApiError> {
         for _ in 0..CLAIM_ATTEMPTS {
-            match store::claim(&self.db, req, self.lease).await? {
+            match store::claim(&self.db, req, self.lease, self.keys_per_hour).await? {
                 Claimed::Fresh(lease) => {
                     Metrics::inc(&self.metrics.executions);
                     return Ok(Start::Execute(lease));
@@ -151,6 +158,15 @@ impl Idempotency {
                     }
                     Metrics::inc(&self.metrics.executions);
                     return Ok(Start::Execute(lease));
+                }
+                Claimed::OverQuota => {
+                    return Err(ApiError::TooManyRequests {
+                        problem: "key-quota",
+                        detail: "this session has made as many requests with new \
+                                 Idempotency-Keys in the last hour as it may; nothing was done"
+                            .to_owned(),
+                        retry_after_secs: KEY_QUOTA_RETRY_AFTER_SECS,
+                    })
                 }
                 Claimed::Existing(existing) => match self.answer(existing) {
                     Some(answer) => return answer.map(Start::Replay),

@@ -87,7 +87,8 @@ async fn claim_while_working(
     lease: Uuid,
     work: impl Future<Output = Result<(PgTx, Reply), ApiError>>,
 ) -> (Result<bool, sqlx::Error>, Result<(PgTx, Reply), ApiError>) {
-    let mut claim = pin!(store::claim_new(&idem.db, req, lease, idem.lease));
+    let claim = store::claim_new(&idem.db, req, lease, idem.lease, idem.keys_per_hour);
+    let mut claim = pin!(claim);
     let mut working = pin!(work);
     tokio::select! {
         biased;

@@ -36,27 +36,36 @@ pub enum Claimed {
         took_over: bool,
     },
     Existing(Existing),
+    /// The scope has claimed as many keys in the last hour as it may.
+    OverQuota,
 }
 
 /// The claim of a key nobody holds yet: one autocommit INSERT that the unique constraint
 /// decides. `true` means the key is ours, under `token`; `false` that a row exists already
-/// (whatever its state).
+/// (whatever its state), or that the scope claimed `keys_per_hour` keys in the last hour
+/// already (0: no quota), counted up to the quota in the same statement.
 pub async fn claim_new(
     db: &PgPool,
     req: &IdempotentRequest,
     token: Uuid,
     lease: Duration,
+    keys_per_hour: u32,
 ) -> Result<bool, sqlx::Error> {
     let inserted = sqlx::query!(
         "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
-         VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
+         SELECT $1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond'
+          WHERE $7::bigint = 0 OR (SELECT count(*) FROM (
+                  SELECT 1 FROM idempotency_keys
+                   WHERE scope = $1 AND created_at > now() - interval '1 hour' LIMIT $7
+                ) AS recent) < $7
          ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
         &req.scope,
         req.key.as_str(),
         &req.operation,
         req.fingerprint.as_str(),
         token,
-        (lease.as_millis() as i64)
+        (lease.as_millis() as i64),
+        i64::from(keys_per_hour)
     )
     .execute(db)
     .await?;
@@ -68,9 +77,10 @@ pub async fn claim(
     db: &PgPool,
     req: &IdempotentRequest,
     lease: Duration,
+    keys_per_hour: u32,
 ) -> Result<Claimed, sqlx::Error> {
     let token = Uuid::new_v4();
-    if claim_new(db, req, token, lease).await? {
+    if claim_new(db, req, token, lease, keys_per_hour).await? {
         return Ok(Claimed::Fresh(token));
     }
     let lease_ms = lease.as_millis() as i64;
@@ -99,7 +109,11 @@ pub async fn claim(
             took_over: previous == "processing",
         });
     }
-    Ok(Claimed::Existing(existing(db, req).await?))
+    match existing(db, req).await? {
+        // No row, and our insert inserted none: the quota refused it.
+        Existing::Unused if keys_per_hour > 0 => Ok(Claimed::OverQuota),
+        other => Ok(Claimed::Existing(other)),
+    }
 }
 
 struct KeyRow {

@@ -132,6 +132,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("pending-order-quota", 429,
         "The session has as many orders waiting for payment as it may (QUOTA_PENDING_ORDERS). Pay or cancel one, then retry with the same Idempotency-Key; nothing was stored.",
         "You have as many orders waiting for payment as the shop keeps open at once. Pay or cancel one of them, then place this order again."),
+    problem("key-quota", 429,
+        "The session has claimed as many new Idempotency-Keys in the last hour as it may (QUOTA_KEYS_PER_HOUR). Nothing was done or stored; retry with the same key after Retry-After seconds.",
+        "this session has made as many requests with new Idempotency-Keys in the last hour as it may; nothing was done"),
     problem("request-timeout", 408,
         "The request took longer than the server waits for one to arrive (a body sent too slowly). Nothing was done; send it again.",
         "the request did not arrive in time"),
@@ -172,6 +175,7 @@ const REFUSED_BEFORE_THE_KEY: &[&str] = &[
 
 /// Every operation that takes an Idempotency-Key can answer these too.
 const EVERY_KEYED_WRITE: &[&str] = &[
+    "key-quota",
     "cross-site-request",
     "session-required",
     "idempotency-key-missing",

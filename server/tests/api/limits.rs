@@ -156,6 +156,24 @@ async fn a_session_with_as_many_unpaid_orders_as_it_may_is_refused_until_one_is_
 }
 
 #[tokio::test]
+async fn a_session_claims_at_most_its_hourly_quota_of_new_keys_and_replays_the_rest() {
+    let app = spawn_app_with(|c| c.limits.keys_per_hour = 2).await;
+    for key in ["k-1", "k-2"] {
+        let response = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
+        assert_eq!(response.status(), 201);
+    }
+    let refused = post_order(&app.client, &app, Some("k-3"), MUG_ORDER).await;
+    assert_eq!(refused.headers()["retry-after"], "300");
+    assert_problem(refused, 429, "key-quota").await;
+    assert_eq!(app.count("idempotency_keys").await, 2);
+    assert_eq!(app.count("orders").await, 2);
+    // A retry of a key claimed before is answered as always: the quota counts new keys.
+    let replayed = post_order(&app.client, &app, Some("k-1"), MUG_ORDER).await;
+    assert_eq!(replayed.status(), 201);
+    assert_eq!(replayed.headers()["idempotent-replayed"], "true");
+}
+
+#[tokio::test]
 async fn a_session_adds_to_its_cart_at_most_its_hourly_quota() {
     let app = spawn_app_with(|c| c.limits.cart_adds_per_hour = 2).await;
     app.add_to_cart_with_key(&app.client, "MUG-001", 1, "add-1")
