@@ -120,6 +120,9 @@ pub async fn add(
         return Err(CartError::BadAddKey);
     }
     let mut tx = db.begin().await?;
+    if adds_per_hour > 0 {
+        crate::session::hold_for_quota(&mut tx, session_id).await?;
+    }
     // Recorded only while the session is under its hourly quota of adds, counted up to the
     // quota (so the count costs no more than that).
     let first = sqlx::query!(

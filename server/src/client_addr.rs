@@ -58,11 +58,21 @@ pub fn client_addr(
     let client = forwarded
         .iter()
         .rev()
-        .map(|entry| entry.parse::<IpAddr>().ok())
+        .map(|entry| parse_entry(entry))
         .find(|addr| addr.is_none_or(|a| !trusted.trusts(&a)));
     // An entry that does not parse ends the walk: what lies left of it is the client's own
     // writing. The proxy itself stands for such a request.
     Some(client.flatten().unwrap_or(peer))
+}
+
+/// An `X-Forwarded-For` entry: an address, possibly with a port (`192.0.2.1:4711`,
+/// `[2001:db8::1]:4711`) or in brackets, as some proxies write them.
+fn parse_entry(entry: &str) -> Option<IpAddr> {
+    entry
+        .parse::<IpAddr>()
+        .ok()
+        .or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
+        .or_else(|| entry.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
 }
 
 #[cfg(test)]
@@ -103,6 +113,12 @@ mod tests {
         assert_eq!(client_addr(&h, &e, &trusted), addr("127.0.0.1"));
         let (h, e) = request_from("127.0.0.1", Some("not-an-address"));
         assert_eq!(client_addr(&h, &e, &trusted), addr("127.0.0.1"));
+        let (h, e) = request_from("127.0.0.1", Some("198.51.100.7:4711"));
+        assert_eq!(client_addr(&h, &e, &trusted), addr("198.51.100.7"));
+        let (h, e) = request_from("127.0.0.1", Some("[2001:db8::1]:4711"));
+        assert_eq!(client_addr(&h, &e, &trusted), addr("2001:db8::1"));
+        let (h, e) = request_from("127.0.0.1", Some("[2001:db8::2]"));
+        assert_eq!(client_addr(&h, &e, &trusted), addr("2001:db8::2"));
     }
 
     #[test]

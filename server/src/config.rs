@@ -118,6 +118,9 @@ pub struct Limits {
     /// Connections served at once; past it a new one is answered 503 and closed
     /// (`MAX_CONNECTIONS`).
     pub max_connections: usize,
+    /// Connections served at once from one peer address, trusted proxies excepted
+    /// (`MAX_CONNECTIONS_PER_CLIENT`).
+    pub max_connections_per_client: usize,
 }
 
 /// The console's login throttle (docs/design.md, "The operator console"). Failures are
@@ -247,6 +250,7 @@ impl Config {
                 header_read_timeout: millis("HEADER_READ_TIMEOUT_MS", "10000")?,
                 request_timeout: millis("REQUEST_TIMEOUT_MS", "60000")?,
                 max_connections: var_or("MAX_CONNECTIONS", "2000").parse()?,
+                max_connections_per_client: var_or("MAX_CONNECTIONS_PER_CLIENT", "100").parse()?,
             },
             operator_password: var("OPERATOR_PASSWORD").filter(|p| !p.is_empty()),
             operator_password_hash: var("OPERATOR_PASSWORD_HASH").filter(|h| !h.is_empty()),
@@ -325,8 +329,10 @@ impl Config {
         );
         let limits = &self.limits;
         anyhow::ensure!(
-            !limits.header_read_timeout.is_zero() && limits.max_connections > 0,
-            "HEADER_READ_TIMEOUT_MS and MAX_CONNECTIONS must be positive"
+            !limits.header_read_timeout.is_zero()
+                && limits.max_connections > 0
+                && limits.max_connections_per_client > 0,
+            "HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS and MAX_CONNECTIONS_PER_CLIENT must be positive"
         );
         anyhow::ensure!(
             limits.request_timeout > self.provider_timeout,

@@ -1,17 +1,23 @@
-//! Serving connections with bounds that `axum::serve` does not offer: a connection must
-//! send its request headers within `HEADER_READ_TIMEOUT_MS` or be closed, and at most
-//! `MAX_CONNECTIONS` are served at once. Past the cap a new connection is answered
-//! `503` problem+json with `Retry-After` and closed at once (load shedding), so a crowd
-//! of slow or idle connections cannot take every file descriptor and the memory that
-//! goes with them (docs/design.md, "Hostile traffic").
+//! Serving connections with bounds that `axum::serve` does not offer (docs/design.md,
+//! "Hostile traffic"), so that a crowd of slow, idle or stalled connections cannot take
+//! every file descriptor and the memory that goes with them:
+//!
+//! * HTTP/1.1 only (a proxy in front speaks HTTP/2 to browsers): hyper's header timer then
+//!   runs from the connection's first moment, so a connection must send each request's
+//!   headers within `HEADER_READ_TIMEOUT_MS` of being opened or idle, or it is closed;
+//! * a connection lives at most `REQUEST_TIMEOUT_MS + HEADER_READ_TIMEOUT_MS`: then it is
+//!   asked to close after its request in flight, and dropped a header timeout later. A
+//!   client that stops reading its answer holds a place no longer than that;
+//! * at most `MAX_CONNECTIONS` are served at once, and at most `MAX_CONNECTIONS_PER_CLIENT`
+//!   from one peer address (trusted proxies excepted). Past either a new connection is
+//!   answered `503` problem+json with `Retry-After` and closed (load shedding).
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{collections::HashMap, future::Future, net::IpAddr, sync::Arc, time::Duration};
 
 use axum::{extract::ConnectInfo, Router};
-use hyper::body::Incoming;
+use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::{
-    rt::{TokioExecutor, TokioIo, TokioTimer},
-    server::{conn::auto::Builder, graceful::GracefulShutdown},
+    rt::{TokioIo, TokioTimer},
     service::TowerToHyperService,
 };
 use tokio::{
@@ -19,7 +25,10 @@ use tokio::{
     net::{TcpListener, TcpStream},
     sync::Semaphore,
 };
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+
+use crate::client_addr::TrustedProxies;
 
 /// How long a stop waits for open connections to finish their requests.
 const DRAIN_WITHIN: Duration = Duration::from_secs(30);
@@ -31,14 +40,23 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 const SHED_BODY: &str = r#"{"type":"https://once.example/problems/service-unavailable","title":"Service Unavailable","status":503,"detail":"the server is serving as many connections as it can; try again shortly","retryable":true}"#;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct ConnectionLimits {
     pub header_read_timeout: Duration,
+    pub request_timeout: Duration,
     pub max_connections: usize,
+    pub max_per_client: usize,
+    pub trusted_proxies: TrustedProxies,
+}
+
+impl ConnectionLimits {
+    fn lifetime(&self) -> Duration {
+        self.request_timeout + self.header_read_timeout
+    }
 }
 
 /// Serves `router` on `listener` until `shutdown` resolves, then lets open connections
-/// finish (for at most [`DRAIN_WITHIN`]).
+/// finish their requests (for at most [`DRAIN_WITHIN`]).
 pub async fn serve(
     listener: TcpListener,
     router: Router,
@@ -46,8 +64,9 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let open = Arc::new(Semaphore::new(limits.max_connections));
-    let graceful = GracefulShutdown::new();
-    let builder = Arc::new(builder(limits));
+    let per_client = PerClient::default();
+    let stopping = CancellationToken::new();
+    let limits = Arc::new(limits);
     tokio::pin!(shutdown);
     loop {
         let (stream, peer) = tokio::select! {
@@ -65,6 +84,11 @@ pub async fn serve(
             tokio::spawn(shed(stream));
             continue;
         };
+        let counted = !limits.trusted_proxies.0.contains(&peer.ip());
+        let Some(place) = per_client.take(peer.ip(), counted, limits.max_per_client) else {
+            tokio::spawn(shed(stream));
+            continue;
+        };
         let service =
             router
                 .clone()
@@ -72,26 +96,16 @@ pub async fn serve(
                     request.extensions_mut().insert(ConnectInfo(peer));
                     request
                 });
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
-        let first_byte_within = limits.header_read_timeout;
+        let (limits, stopping) = (limits.clone(), stopping.clone());
         tokio::spawn(async move {
-            let _permit = permit;
-            // hyper's header timer starts only once the connection has sent something: a
-            // connection that sends nothing at all is closed here.
-            if !sends_within(&stream, first_byte_within).await {
-                return;
-            }
-            let connection = builder.serve_connection_with_upgrades(
-                TokioIo::new(stream),
-                TowerToHyperService::new(service),
-            );
-            if let Err(e) = watcher.watch(connection).await {
-                tracing::debug!(error = %e, %peer, "connection ended with an error");
-            }
+            let _held = (permit, place);
+            serve_one(stream, TowerToHyperService::new(service), &limits, stopping).await;
         });
     }
     drop(listener);
-    if tokio::time::timeout(DRAIN_WITHIN, graceful.shutdown())
+    stopping.cancel();
+    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
+    if tokio::time::timeout(DRAIN_WITHIN, open.acquire_many(all))
         .await
         .is_err()
     {
@@ -100,30 +114,88 @@ pub async fn serve(
     Ok(())
 }
 
-/// Whether the connection sends its first byte within `within` (the byte stays unread).
-async fn sends_within(stream: &TcpStream, within: Duration) -> bool {
-    let mut first = [0u8; 1];
-    matches!(
-        tokio::time::timeout(within, stream.peek(&mut first)).await,
-        Ok(Ok(n)) if n > 0
-    )
-}
-
-/// HTTP/1.1 and HTTP/2, with the header-read timeout (which needs hyper's timer).
-fn builder(limits: ConnectionLimits) -> Builder<TokioExecutor> {
-    let mut builder = Builder::new(TokioExecutor::new());
+/// One connection, until it ends, outlives its lifetime, or the server stops.
+async fn serve_one<S>(
+    stream: TcpStream,
+    service: S,
+    limits: &ConnectionLimits,
+    stopping: CancellationToken,
+) where
+    S: hyper::service::HttpService<Incoming>,
+    S::ResBody: 'static + Send,
+    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut builder = http1::Builder::new();
     builder
-        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .keep_alive_interval(Some(limits.header_read_timeout));
-    builder
+    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    tokio::pin!(connection);
+    let grace = tokio::select! {
+        ended = connection.as_mut() => return log_end(ended),
+        () = tokio::time::sleep(limits.lifetime()) => limits.header_read_timeout,
+        () = stopping.cancelled() => DRAIN_WITHIN,
+    };
+    // Close after the request in flight; a client that does not read its answer is
+    // dropped when the grace runs out.
+    connection.as_mut().graceful_shutdown();
+    if let Ok(ended) = tokio::time::timeout(grace, connection).await {
+        log_end(ended);
+    }
 }
 
-/// The answer for a connection past the cap: 503, then closed.
+fn log_end(ended: Result<(), hyper::Error>) {
+    if let Err(e) = ended {
+        tracing::debug!(error = %e, "connection ended with an error");
+    }
+}
+
+/// Open connections by peer address; a place is given back when its guard drops.
+#[derive(Clone, Default)]
+struct PerClient(Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>);
+
+struct Place {
+    map: PerClient,
+    addr: Option<IpAddr>,
+}
+
+impl PerClient {
+    /// A place for a connection from `addr`, unless it holds `max` already. An address
+    /// that is not `counted` (a trusted proxy, which carries many clients) always gets one.
+    fn take(&self, addr: IpAddr, counted: bool, max: usize) -> Option<Place> {
+        if !counted {
+            return Some(Place {
+                map: self.clone(),
+                addr: None,
+            });
+        }
+        let mut open = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(addr).or_default();
+        if *count >= max {
+            return None;
+        }
+        *count += 1;
+        Some(Place {
+            map: self.clone(),
+            addr: Some(addr),
+        })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let Some(addr) = self.addr else { return };
+        let mut open = self.map.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&addr) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&addr);
+            }
+        }
+    }
+}
+
+/// The answer for a connection past a cap: 503, then closed.
 async fn shed(mut stream: TcpStream) {
     let answer = format!(
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\n\

@@ -40,7 +40,14 @@ pub async fn server_fn_bodies(
     let page = wants_page(&parts.headers);
     let bytes = match to_bytes(body, limit).await {
         Ok(bytes) => bytes,
-        Err(_) => return refuse(ApiError::PayloadTooLarge, page),
+        Err(e) if is_over_limit(&e) => return refuse(ApiError::PayloadTooLarge, page),
+        Err(e) => {
+            let error = ApiError::bad_request(
+                "invalid-arguments",
+                format!("the call's body could not be read: {e}"),
+            );
+            return refuse(error, page);
+        }
     };
     if std::str::from_utf8(&bytes).is_err() {
         let error = ApiError::bad_request(
@@ -53,6 +60,19 @@ pub async fn server_fn_bodies(
         .await
 }
 
+/// Whether reading a body failed because it was longer than the bound, rather than because
+/// it was not well framed (a broken chunk) or the client went away.
+fn is_over_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(error) = source {
+        if error.to_string().contains("length limit exceeded") {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// Middleware around everything: a 4xx written as plain text, or a server function's 500
 /// that says its arguments did not parse, is answered as the shop answers a refusal.
 pub async fn framework_refusals(request: Request, next: Next) -> Response {
@@ -61,7 +81,8 @@ pub async fn framework_refusals(request: Request, next: Next) -> Response {
     let status = response.status();
     let server_fn = response.headers().contains_key("serverfnerror");
     let plain_4xx = status.is_client_error() && is_plain_text(response.headers());
-    if !plain_4xx && !(server_fn && status == StatusCode::INTERNAL_SERVER_ERROR) {
+    let server_fn_failure = server_fn && status == StatusCode::INTERNAL_SERVER_ERROR;
+    if !(plain_4xx || server_fn_failure) {
         return response;
     }
     let (parts, body) = response.into_parts();
@@ -90,6 +111,7 @@ fn refusal_for(status: StatusCode, text: String) -> ApiError {
     let refusal = match status {
         StatusCode::NOT_FOUND => ApiError::NotFound,
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::PayloadTooLarge,
+        StatusCode::FORBIDDEN => ApiError::Refused { status, problem: "forbidden", detail },
         StatusCode::METHOD_NOT_ALLOWED => ApiError::Refused { status, problem: "method-not-allowed", detail },
         StatusCode::REQUEST_TIMEOUT => ApiError::Refused { status, problem: "request-timeout", detail },
         StatusCode::UNSUPPORTED_MEDIA_TYPE => ApiError::Refused { status, problem: "unsupported-content-type", detail },

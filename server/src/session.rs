@@ -234,3 +234,21 @@ pub async fn show(shopper: Shopper) -> axum::Json<serde_json::Value> {
     let _ = shopper;
     axum::Json(serde_json::json!({ "session": "open" }))
 }
+
+/// Holds the session's row in the store until the caller's transaction ends, so that the
+/// writes of one session that count against a quota (orders waiting for payment, cart adds)
+/// count one at a time: two tabs cannot both see the last free place. It is taken first in
+/// any transaction that takes it, so no two such transactions wait for each other's rows.
+/// Other sessions are not held up.
+pub async fn hold_for_quota(
+    tx: &mut sqlx::PgConnection,
+    session_id: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "SELECT 1 AS held FROM tower_sessions.session WHERE id = $1 FOR NO KEY UPDATE",
+        session_id
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    Ok(())
+}

@@ -124,7 +124,10 @@ impl Application {
             self.router,
             connections::ConnectionLimits {
                 header_read_timeout: limits.header_read_timeout,
+                request_timeout: limits.request_timeout,
                 max_connections: limits.max_connections,
+                max_per_client: limits.max_connections_per_client,
+                trusted_proxies: limits.trusted_proxies.clone(),
             },
             shutdown,
         )
@@ -151,6 +154,10 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .merge(fulfillment::email::router())
         .merge(ssr::router(&state))
         .layer(middleware::from_fn(session::open_session))
+        .layer(middleware::from_fn_with_state(
+            throttle.clone(),
+            throttle::limit_session_writes,
+        ))
         .layer(sessions)
         .layer(middleware::from_fn(session::no_cookie_from_writes))
         .layer(middleware::from_fn(origin::same_origin_redirects))
@@ -183,7 +190,10 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
                 tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
             }),
         )
-        .layer(middleware::from_fn_with_state(throttle, throttle::limit))
+        .layer(middleware::from_fn_with_state(
+            throttle,
+            throttle::limit_clients,
+        ))
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(middleware::from_fn_with_state(
             headers::Transport { https },

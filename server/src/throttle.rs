@@ -17,10 +17,11 @@ use axum::{
 };
 use governor::{clock::Clock, DefaultKeyedRateLimiter, Quota, RateLimiter};
 
+use tower_sessions::{session::Id, Session};
+
 use crate::{
     client_addr::{client_addr, TrustedProxies},
     error::ApiError,
-    session::COOKIE_NAME,
 };
 
 /// A sustained rate with a burst on top; a rate of 0 turns the limit off.
@@ -41,7 +42,7 @@ impl Rate {
 /// The limits of this process, shared by every request.
 pub struct Throttle {
     per_client: Option<DefaultKeyedRateLimiter<IpAddr>>,
-    writes_per_session: Option<DefaultKeyedRateLimiter<String>>,
+    writes_per_session: Option<DefaultKeyedRateLimiter<i128>>,
     trusted: TrustedProxies,
 }
 
@@ -67,21 +68,29 @@ impl Throttle {
         }
     }
 
-    /// How long the request must wait, if it is over a limit.
-    fn wait_for(&self, request: &Request) -> Option<Duration> {
-        let client = client_addr(request.headers(), request.extensions(), &self.trusted);
-        if let (Some(limiter), Some(client)) = (&self.per_client, client) {
-            if let Err(not_until) = limiter.check_key(&client) {
-                return Some(wait(not_until));
-            }
+    /// How long a request from its client must wait, if the client is over its rate.
+    fn client_wait(&self, request: &Request) -> Option<Duration> {
+        let client = client_addr(request.headers(), request.extensions(), &self.trusted)?;
+        let limiter = self.per_client.as_ref()?;
+        limiter.check_key(&bucket_of(client)).err().map(wait)
+    }
+
+    /// How long a write of `session` must wait, if the session is over its rate.
+    fn session_wait(&self, session: &Id) -> Option<Duration> {
+        let limiter = self.writes_per_session.as_ref()?;
+        limiter.check_key(&session.0).err().map(wait)
+    }
+}
+
+/// The bucket a client address counts in: an IPv4 address, or an IPv6 address's /64 (one
+/// subscriber's network; its 2^64 addresses are not 2^64 clients).
+pub fn bucket_of(client: IpAddr) -> IpAddr {
+    match client {
+        IpAddr::V4(_) => client,
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & (u128::MAX << 64);
+            IpAddr::V6(prefix.into())
         }
-        let write = !matches!(*request.method(), Method::GET | Method::HEAD);
-        if let (true, Some(limiter)) = (write, &self.writes_per_session) {
-            if let Some(session) = session_cookie(request) {
-                return limiter.check_key(&session).err().map(wait);
-            }
-        }
-        None
     }
 }
 
@@ -92,39 +101,47 @@ fn wait(not_until: governor::NotUntil<governor::clock::QuantaInstant>) -> Durati
     Duration::from_secs(wait.as_secs_f64().ceil().max(1.0) as u64)
 }
 
-/// The shop's session cookie of a request, as sent: made-up values count too, each in a
-/// bucket of its own, and the per-client limit bounds how many a client can make up.
-fn session_cookie(request: &Request) -> Option<String> {
-    request
-        .headers()
-        .get_all(axum::http::header::COOKIE)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE_NAME)
-        .map(|(_, value)| value.to_owned())
+fn too_many(retry_after: Duration) -> Response {
+    ApiError::TooManyRequests {
+        problem: "rate-limited",
+        retry_after_secs: retry_after.as_secs(),
+        detail: "too many requests from this client or session; try again after Retry-After \
+                 seconds"
+            .to_owned(),
+    }
+    .into_response()
 }
 
-/// Middleware: refuses a request over a limit before anything else reads it.
-pub async fn limit(
+/// Middleware around everything: refuses a request over its client's rate before anything
+/// else reads it.
+pub async fn limit_clients(
     State(throttle): State<Arc<Throttle>>,
     request: Request,
     next: Next,
 ) -> Response {
-    match throttle.wait_for(&request) {
+    match throttle.client_wait(&request) {
         None => next.run(request).await,
-        Some(retry_after) => {
-            tracing::debug!(uri = %request.uri(), "rate limited");
-            ApiError::TooManyRequests {
-                problem: "rate-limited",
-                retry_after_secs: retry_after.as_secs(),
-                detail: "too many requests from this client or session; try again after \
-                         Retry-After seconds"
-                    .to_owned(),
-            }
-            .into_response()
-        }
+        Some(retry_after) => too_many(retry_after),
+    }
+}
+
+/// Middleware inside the session layer: refuses a write over its session's rate. The
+/// session is the one the session layer read from the cookie (a fixed-size id, whatever
+/// the cookie header held), so the bucket is the session's and no cookie spelling makes a
+/// new one; a write without a session is refused further in anyway.
+pub async fn limit_session_writes(
+    State(throttle): State<Arc<Throttle>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let write = !matches!(*request.method(), Method::GET | Method::HEAD);
+    let session = request.extensions().get::<Session>().and_then(Session::id);
+    match session
+        .filter(|_| write)
+        .and_then(|id| throttle.session_wait(&id))
+    {
+        None => next.run(request).await,
+        Some(retry_after) => too_many(retry_after),
     }
 }
 

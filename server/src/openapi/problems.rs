@@ -120,6 +120,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("bad-request", 400,
         "The request could not be read as sent (an address that is not valid UTF-8 once decoded, a query that does not parse). Nothing was done.",
         "Invalid URL: Cannot parse `\\xFF` to a `String`"),
+    problem("forbidden", 403,
+        "The operator console refused an action: no operator is logged in, or the form's token is missing or wrong. Nothing was done.",
+        "the form's token is missing or wrong"),
     problem("method-not-allowed", 405,
         "This route does not take that method.",
         "Method Not Allowed"),
@@ -200,6 +203,7 @@ const EVERYWHERE: &[&str] = &[
 /// Types that only routes outside the API reference send: a method a route does not take,
 /// the shop pages' server functions (`/_fn/…`) and forms. Catalogued, shown by no operation.
 pub const OUTSIDE_OPERATIONS: &[&str] = &[
+    "forbidden",
     "method-not-allowed",
     "invalid-arguments",
     "unsupported-content-type",

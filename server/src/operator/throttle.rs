@@ -30,7 +30,10 @@ impl FromRequestParts<AppState> for Client {
     ) -> Result<Self, Self::Rejection> {
         let trusted = &state.config.limits.trusted_proxies;
         let addr = crate::client_addr::client_addr(&parts.headers, &parts.extensions, trusted)
-            .map_or_else(|| "unknown".to_owned(), |ip| ip.to_string());
+            .map_or_else(
+                || "unknown".to_owned(),
+                |ip| crate::throttle::bucket_of(ip).to_string(),
+            );
         Ok(Self(addr))
     }
 }

@@ -67,6 +67,9 @@ pub async fn create_in_new_tx(
     max_pending: u32,
 ) -> Result<(PgTx, Outcome), sqlx::Error> {
     let mut tx = db.begin().await?;
+    if max_pending > 0 {
+        crate::session::hold_for_quota(&mut tx, &session_id).await?;
+    }
     // The checkout checked the key before it read the cart; checked again here, under the
     // cart's lock and in the order's transaction, a cart changed in between (another tab)
     // cannot be ordered under its old key. The refusal is stored with the key.
@@ -96,9 +99,9 @@ pub async fn create_in_new_tx(
 }
 
 /// How many orders of the session wait for payment, counted up to `cap` (so the count
-/// costs no more than the quota, however many orders the session has). Concurrent orders of
-/// one session may each see the last free place; the per-session write limit bounds by how
-/// many the quota can be passed.
+/// costs no more than the quota, however many orders the session has). The caller holds
+/// the session (`session::hold_for_quota`), so concurrent orders of one session count one
+/// after the other.
 async fn pending_orders(
     tx: &mut PgConnection,
     session_id: &str,

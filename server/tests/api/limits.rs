@@ -265,3 +265,142 @@ async fn connections_past_the_cap_are_answered_503_and_closed() {
     }
     assert_eq!(status, 200);
 }
+
+/// Ten tabs of one session place orders at the same instant (a barrier) with a quota of
+/// three: the database counts them one after another, so exactly three are made.
+#[tokio::test]
+async fn simultaneous_orders_of_one_session_cannot_pass_the_pending_quota() {
+    let app = spawn_app_with(|c| {
+        c.limits.pending_orders = 3;
+        c.limits.writes_per_session = OFF;
+    })
+    .await;
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(10));
+    let tabs: Vec<_> = (0..10)
+        .map(|i| {
+            let (client, url, barrier) =
+                (app.client.clone(), app.url("/api/orders"), barrier.clone());
+            tokio::spawn(async move {
+                let request = client
+                    .post(url)
+                    .header("content-type", "application/json")
+                    .header("idempotency-key", format!("tab-{i}"))
+                    .body(MUG_ORDER);
+                barrier.wait().await;
+                request.send().await.unwrap().status().as_u16()
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for tab in tabs {
+        statuses.push(tab.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        3,
+        "{statuses:?}"
+    );
+    assert_eq!(app.count("orders").await, 3);
+}
+
+/// However the cookie header spells the session (a space before `=`, a decoy first), the
+/// writes count against the session the shop reads from it.
+#[tokio::test]
+async fn no_spelling_of_the_cookie_escapes_the_session_write_rate() {
+    let app = spawn_app_with(|c| {
+        c.limits.per_client = OFF;
+        c.limits.writes_per_session = Rate {
+            per_second: 1,
+            burst: 2,
+        };
+    })
+    .await;
+    let raw = reqwest::Client::new();
+    let opened = raw.get(app.url("/api/session")).send().await.unwrap();
+    let set = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let id = set
+        .split(';')
+        .next()
+        .unwrap()
+        .trim_start_matches("once_session=")
+        .to_owned();
+    let spellings = [
+        format!("once_session={id}"),
+        format!("once_session ={id}"),
+        format!("once_session=decoy{id}; once_session={id}"),
+    ];
+    let mut statuses = Vec::new();
+    for (i, cookie) in spellings.iter().cycle().take(6).enumerate() {
+        let response = raw
+            .post(app.url("/api/orders"))
+            .header("cookie", cookie)
+            .header("content-type", "application/json")
+            .header("idempotency-key", format!("spelled-{i}"))
+            .body(MUG_ORDER)
+            .send()
+            .await
+            .unwrap();
+        statuses.push(response.status().as_u16());
+    }
+    let created = statuses.iter().filter(|s| **s == 201).count();
+    assert!(
+        created <= 3,
+        "a burst of two (and one more second at most): {statuses:?}"
+    );
+    assert!(statuses.contains(&429), "{statuses:?}");
+}
+
+/// A connection that sends one byte and stops, and a connection that sends nothing, are
+/// both closed after the header timeout.
+#[tokio::test]
+async fn a_connection_that_sends_one_byte_and_stops_is_closed() {
+    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
+    let mut one_byte = TcpStream::connect(address(&app)).await.unwrap();
+    one_byte.write_all(b"P").await.unwrap();
+    let limit = Duration::from_secs(5);
+    assert!(closed_after(&mut one_byte, limit).await < limit);
+}
+
+#[tokio::test]
+async fn one_client_holds_at_most_its_share_of_connections() {
+    let app = spawn_app_with(|c| c.limits.max_connections_per_client = 2).await;
+    let mut held = Vec::new();
+    let mut shed = None;
+    for _ in 0..4 {
+        let mut stream = TcpStream::connect(address(&app)).await.unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = vec![0u8; 1024];
+        let n = stream.read(&mut answer).await.unwrap();
+        let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+        if answer.starts_with("HTTP/1.1 503") {
+            shed = Some(answer);
+            break;
+        }
+        held.push(stream);
+    }
+    assert!(
+        shed.is_some(),
+        "a third connection from one address is shed"
+    );
+    assert!(held.len() <= 2);
+}
+
+#[tokio::test]
+async fn a_broken_chunked_body_is_a_bad_request_not_too_large() {
+    let app = spawn_app().await;
+    let mut stream = TcpStream::connect(address(&app)).await.unwrap();
+    stream
+        .write_all(
+            b"POST /_fn/get_cart HTTP/1.1\r\nHost: shop\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+              Transfer-Encoding: chunked\r\n\r\nZZ\r\nnope\r\n0\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    let mut answer = vec![0u8; 2048];
+    let n = stream.read(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+}
