@@ -103,6 +103,7 @@ impl Deployment {
                 ("OPERATOR_PASSWORD", "chaos-run-operator-password".into()),
                 // Every shopper of the harness comes from this machine's one address.
                 ("RATE_LIMIT_PER_CLIENT", "0".into()),
+                ("MAX_CONNECTIONS_PER_CLIENT", "10000".into()),
                 ("RUST_LOG", "warn".into()),
             ];
             pairs.extend_from_slice(extra);
