@@ -17,6 +17,8 @@ use tower_sessions_sqlx_store::PostgresStore;
 use crate::error::ApiError;
 
 pub const COOKIE_NAME: &str = "once_session";
+/// How long a shop session lives without a change.
+const LIFETIME_DAYS: i64 = 30;
 const OPERATOR_COOKIE_NAME: &str = "once_operator";
 const OPENED_AT: &str = "opened_at";
 
@@ -34,7 +36,7 @@ pub async fn layer(
         .with_http_only(true)
         .with_same_site(SameSite::Lax)
         .with_secure(secure)
-        .with_expiry(Expiry::OnInactivity(Duration::days(30))))
+        .with_expiry(Expiry::OnInactivity(Duration::days(LIFETIME_DAYS))))
 }
 
 /// The table of the operator console's sessions: apart from the shoppers', so that an
@@ -251,4 +253,38 @@ pub async fn hold_for_quota(
     .fetch_optional(&mut *tx)
     .await?;
     Ok(())
+}
+
+/// Forgets sessions that were opened by a read and never used: unchanged for `idle`, with no
+/// cart, cart add, order or idempotency key. A reader without a cookie costs a row only
+/// until then (docs/design.md, "Hostile traffic"); its browser's next page opens a new
+/// session, and nothing is lost, since nothing hung on the old one. Returns how many went.
+pub async fn forget_unused(db: &PgPool, idle: std::time::Duration) -> Result<u64, sqlx::Error> {
+    let forgotten = sqlx::query!(
+        "DELETE FROM tower_sessions.session s
+          WHERE s.expiry_date < now() + $1::bigint * interval '1 day' - $2::bigint * interval '1 millisecond'
+            AND NOT EXISTS (SELECT 1 FROM carts c WHERE c.session_id = s.id)
+            AND NOT EXISTS (SELECT 1 FROM cart_adds a WHERE a.session_id = s.id)
+            AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.session_id = s.id)
+            AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.scope = s.id)",
+        LIFETIME_DAYS,
+        idle.as_millis() as i64
+    )
+    .execute(db)
+    .await?;
+    Ok(forgotten.rows_affected())
+}
+
+/// Runs [`forget_unused`] every `every` until the task is aborted; safe on several
+/// instances at once (each DELETE stands alone).
+pub async fn run_forgetting_unused(db: PgPool, idle: std::time::Duration, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        match forget_unused(&db, idle).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(forgotten = n, "forgot sessions opened by reads and never used"),
+            Err(e) => tracing::warn!(error = %e, "forgetting unused sessions failed; will retry"),
+        }
+    }
 }

@@ -28,6 +28,8 @@ use crate::{
 
 /// How often the retention worker looks for expired idempotency keys.
 const PURGE_EVERY: Duration = Duration::from_secs(600);
+/// How long a session opened by a read is kept while nothing uses it.
+const UNUSED_SESSIONS_KEPT: Duration = Duration::from_secs(3600);
 /// How often the rate limiter forgets clients whose buckets are full again.
 const FORGET_IDLE_CLIENTS_EVERY: Duration = Duration::from_secs(60);
 /// How long a graceful stop waits for the workers to finish the message in hand.
@@ -114,6 +116,11 @@ impl Application {
         } else {
             Vec::new()
         };
+        let unused_sessions = tokio::spawn(session::run_forgetting_unused(
+            self.state.db.clone(),
+            UNUSED_SESSIONS_KEPT,
+            PURGE_EVERY,
+        ));
         let forget = tokio::spawn(throttle::run_forgetting(
             self.throttle.clone(),
             FORGET_IDLE_CLIENTS_EVERY,
@@ -134,6 +141,7 @@ impl Application {
         .await;
         purge.abort();
         forget.abort();
+        unused_sessions.abort();
         stop.cancel();
         let _ = tokio::time::timeout(WORKERS_STOP_WITHIN, futures::future::join_all(workers)).await;
         served

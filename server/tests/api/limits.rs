@@ -16,6 +16,15 @@ const OFF: Rate = Rate {
     burst: 0,
 };
 
+/// A session may write twice at once, then once a second; clients are not limited.
+fn two_writes_at_once(config: &mut server::config::Config) {
+    config.limits.per_client = OFF;
+    config.limits.writes_per_session = Rate {
+        per_second: 1,
+        burst: 2,
+    };
+}
+
 async fn assert_rate_limited(response: reqwest::Response) {
     let retry_after: u64 = response.headers()["retry-after"]
         .to_str()
@@ -58,14 +67,7 @@ async fn a_client_past_its_rate_is_told_when_to_come_back() {
 
 #[tokio::test]
 async fn a_session_past_its_write_rate_stores_nothing_more() {
-    let app = spawn_app_with(|c| {
-        c.limits.per_client = OFF;
-        c.limits.writes_per_session = Rate {
-            per_second: 1,
-            burst: 2,
-        };
-    })
-    .await;
+    let app = spawn_app_with(two_writes_at_once).await;
     let mut statuses = Vec::new();
     for i in 0..4 {
         let response = post_order(&app.client, &app, Some(&format!("w-{i}")), MUG_ORDER).await;
@@ -130,14 +132,19 @@ async fn only_a_trusted_proxy_names_the_client() {
     );
 }
 
+/// Places an order under each of `keys` (each made), then one more under `over`: its answer.
+async fn orders_then_one_over(app: &TestApp, keys: &[&str], over: &str) -> reqwest::Response {
+    for key in keys {
+        let response = post_order(&app.client, app, Some(key), MUG_ORDER).await;
+        assert_eq!(response.status(), 201);
+    }
+    post_order(&app.client, app, Some(over), MUG_ORDER).await
+}
+
 #[tokio::test]
 async fn a_session_with_as_many_unpaid_orders_as_it_may_is_refused_until_one_is_settled() {
     let app = spawn_app_with(|c| c.limits.pending_orders = 2).await;
-    for key in ["p-1", "p-2"] {
-        let response = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
-        assert_eq!(response.status(), 201);
-    }
-    let refused = post_order(&app.client, &app, Some("p-3"), MUG_ORDER).await;
+    let refused = orders_then_one_over(&app, &["p-1", "p-2"], "p-3").await;
     assert_eq!(refused.headers()["retry-after"], "60");
     assert_problem(refused, 429, "pending-order-quota").await;
     assert_eq!(app.count("orders").await, 2);
@@ -158,11 +165,7 @@ async fn a_session_with_as_many_unpaid_orders_as_it_may_is_refused_until_one_is_
 #[tokio::test]
 async fn a_session_claims_at_most_its_hourly_quota_of_new_keys_and_replays_the_rest() {
     let app = spawn_app_with(|c| c.limits.keys_per_hour = 2).await;
-    for key in ["k-1", "k-2"] {
-        let response = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
-        assert_eq!(response.status(), 201);
-    }
-    let refused = post_order(&app.client, &app, Some("k-3"), MUG_ORDER).await;
+    let refused = orders_then_one_over(&app, &["k-1", "k-2"], "k-3").await;
     assert_eq!(refused.headers()["retry-after"], "300");
     assert_problem(refused, 429, "key-quota").await;
     assert_eq!(app.count("idempotency_keys").await, 2);
@@ -227,26 +230,36 @@ async fn connections_that_never_finish_their_headers_are_closed() {
     assert!(closed_after(&mut silent, limit).await < limit);
 }
 
-#[tokio::test]
-async fn connections_past_the_cap_are_answered_503_and_closed() {
-    let app = spawn_app_with(|c| c.limits.max_connections = 3).await;
+/// Opens a connection, sends `request` and reads the first answer.
+async fn ask(app: &TestApp, request: &[u8]) -> (TcpStream, String) {
+    let mut stream = TcpStream::connect(address(app)).await.unwrap();
+    stream.write_all(request).await.unwrap();
+    let mut answer = vec![0u8; 2048];
+    let n = stream.read(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    (stream, answer)
+}
+
+/// Opens up to `most` connections, each asking for `/healthz` and kept open, until one is
+/// shed: the connections served, and the shed one's answer.
+async fn connect_until_shed(app: &TestApp, most: usize) -> (Vec<TcpStream>, Option<String>) {
     let mut held = Vec::new();
-    let shed = loop {
-        assert!(held.len() <= 4, "no connection was shed");
-        let mut stream = TcpStream::connect(address(&app)).await.unwrap();
-        stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = vec![0u8; 1024];
-        let n = stream.read(&mut answer).await.unwrap();
-        let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    for _ in 0..most {
+        let (stream, answer) = ask(app, b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n").await;
         if answer.starts_with("HTTP/1.1 503") {
-            break answer;
+            return (held, Some(answer));
         }
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         held.push(stream);
-    };
+    }
+    (held, None)
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_answered_503_and_closed() {
+    let app = spawn_app_with(|c| c.limits.max_connections = 3).await;
+    let (held, shed) = connect_until_shed(&app, 5).await;
+    let shed = shed.expect("no connection was shed");
     assert!(shed.contains("retry-after: 1"), "{shed}");
     assert!(shed.contains("application/problem+json"), "{shed}");
     // Places come back when connections close.
@@ -307,14 +320,7 @@ async fn simultaneous_orders_of_one_session_cannot_pass_the_pending_quota() {
 /// writes count against the session the shop reads from it.
 #[tokio::test]
 async fn no_spelling_of_the_cookie_escapes_the_session_write_rate() {
-    let app = spawn_app_with(|c| {
-        c.limits.per_client = OFF;
-        c.limits.writes_per_session = Rate {
-            per_second: 1,
-            burst: 2,
-        };
-    })
-    .await;
+    let app = spawn_app_with(two_writes_at_once).await;
     let raw = reqwest::Client::new();
     let opened = raw.get(app.url("/api/session")).send().await.unwrap();
     let set = opened.headers()["set-cookie"].to_str().unwrap().to_owned();
@@ -364,43 +370,19 @@ async fn a_connection_that_sends_one_byte_and_stops_is_closed() {
 #[tokio::test]
 async fn one_client_holds_at_most_its_share_of_connections() {
     let app = spawn_app_with(|c| c.limits.max_connections_per_client = 2).await;
-    let mut held = Vec::new();
-    let mut shed = None;
-    for _ in 0..4 {
-        let mut stream = TcpStream::connect(address(&app)).await.unwrap();
-        stream
-            .write_all(b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n")
-            .await
-            .unwrap();
-        let mut answer = vec![0u8; 1024];
-        let n = stream.read(&mut answer).await.unwrap();
-        let answer = String::from_utf8_lossy(&answer[..n]).to_string();
-        if answer.starts_with("HTTP/1.1 503") {
-            shed = Some(answer);
-            break;
-        }
-        held.push(stream);
-    }
-    assert!(
-        shed.is_some(),
-        "a third connection from one address is shed"
-    );
+    let (held, shed) = connect_until_shed(&app, 4).await;
+    assert!(shed.is_some(), "a third connection from one address is shed");
     assert!(held.len() <= 2);
 }
 
 #[tokio::test]
 async fn a_broken_chunked_body_is_a_bad_request_not_too_large() {
     let app = spawn_app().await;
-    let mut stream = TcpStream::connect(address(&app)).await.unwrap();
-    stream
-        .write_all(
-            b"POST /_fn/get_cart HTTP/1.1\r\nHost: shop\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-              Transfer-Encoding: chunked\r\n\r\nZZ\r\nnope\r\n0\r\n\r\n",
-        )
-        .await
-        .unwrap();
-    let mut answer = vec![0u8; 2048];
-    let n = stream.read(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
+    let (_, answer) = ask(
+        &app,
+        b"POST /_fn/get_cart HTTP/1.1\r\nHost: shop\r\nContent-Type: application/x-www-form-urlencoded\r\n\
+          Transfer-Encoding: chunked\r\n\r\nZZ\r\nnope\r\n0\r\n\r\n",
+    )
+    .await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }

@@ -124,3 +124,26 @@ async fn the_table_the_queries_are_checked_against_is_the_session_stores_own() {
     assert_eq!(real.len(), 3, "the store's table: {real:?}");
     assert_eq!(columns("checked_copy").await.unwrap(), real);
 }
+
+/// A reader without a cookie costs a session row only for a while: sessions that nothing
+/// uses are forgotten after an hour unchanged; one with a cart (or an order) stays.
+#[tokio::test]
+async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
+    let app = spawn_app().await;
+    for _ in 0..3 {
+        let reader = reqwest::Client::new();
+        assert_eq!(reader.get(app.url("/")).send().await.unwrap().status(), 200);
+    }
+    app.add_to_cart(&app.client, "MUG-001", 1).await;
+    let sessions = "tower_sessions.session";
+    assert_eq!(app.count(sessions).await, 4);
+    let hour = std::time::Duration::from_secs(3600);
+    assert_eq!(server::session::forget_unused(&app.db, hour).await.unwrap(), 0, "all fresh");
+    sqlx::query("UPDATE tower_sessions.session SET expiry_date = expiry_date - interval '2 hours'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(server::session::forget_unused(&app.db, hour).await.unwrap(), 3);
+    assert_eq!(app.count(sessions).await, 1);
+    assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 1);
+}

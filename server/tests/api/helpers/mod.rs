@@ -52,6 +52,18 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     config.listen_addr = SocketAddr::from(([127, 0, 0, 1], 0));
     // Tests drive the relay, the consumers and the mailer themselves (see helpers/events.rs).
     config.events.run_workers = false;
+    // One test is one client sending bursts no shopper sends (fifty requests with one key,
+    // tabs paying at once, order after order): the rates and quotas are off, and the tests
+    // of the limits (limits.rs) turn on the one each tests.
+    let off = server::throttle::Rate {
+        per_second: 0,
+        burst: 0,
+    };
+    config.limits.per_client = off;
+    config.limits.writes_per_session = off;
+    config.limits.pending_orders = 0;
+    config.limits.keys_per_hour = 0;
+    config.limits.cart_adds_per_hour = 0;
     config.metrics_token = Some(TEST_METRICS_TOKEN.into());
     customize(&mut config);
     start(config, db_name).await
