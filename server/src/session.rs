@@ -277,13 +277,20 @@ pub async fn forget_unused(db: &PgPool, idle: std::time::Duration) -> Result<u64
 
 /// Runs [`forget_unused`] every `every` until the task is aborted; safe on several
 /// instances at once (each DELETE stands alone).
-pub async fn run_forgetting_unused(db: PgPool, idle: std::time::Duration, every: std::time::Duration) {
+pub async fn run_forgetting_unused(
+    db: PgPool,
+    idle: std::time::Duration,
+    every: std::time::Duration,
+) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
         match forget_unused(&db, idle).await {
             Ok(0) => {}
-            Ok(n) => tracing::info!(forgotten = n, "forgot sessions opened by reads and never used"),
+            Ok(n) => tracing::info!(
+                forgotten = n,
+                "forgot sessions opened by reads and never used"
+            ),
             Err(e) => tracing::warn!(error = %e, "forgetting unused sessions failed; will retry"),
         }
     }

@@ -34,6 +34,10 @@ pub struct IdempotencyKeyHeader(
     /// `Idempotent-Replayed: true`. The same key with another valid body answers 422
     /// `idempotency-key-reused`; while the first request runs, 409 `request-in-progress`.
     /// A request refused for its own form (a bad body, no session) leaves the key unused.
+    #[param(
+        max_length = 512,
+        pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#
+    )]
     #[allow(dead_code)]
     String,
 );

@@ -371,7 +371,10 @@ async fn a_connection_that_sends_one_byte_and_stops_is_closed() {
 async fn one_client_holds_at_most_its_share_of_connections() {
     let app = spawn_app_with(|c| c.limits.max_connections_per_client = 2).await;
     let (held, shed) = connect_until_shed(&app, 4).await;
-    assert!(shed.is_some(), "a third connection from one address is shed");
+    assert!(
+        shed.is_some(),
+        "a third connection from one address is shed"
+    );
     assert!(held.len() <= 2);
 }
 

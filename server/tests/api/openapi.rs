@@ -388,3 +388,41 @@ async fn the_reference_page_loads_everything_from_the_server() {
         assert!(response.headers().get("set-cookie").is_none(), "{path}");
     }
 }
+
+/// The Idempotency-Key's pattern in the reference is the rule the server parses by: a key
+/// it matches is accepted, one it does not is refused (and so schemathesis, which generates
+/// keys from the pattern, finds the document and the server in agreement).
+#[tokio::test]
+async fn the_documented_key_pattern_is_the_rule_the_server_parses_by() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let header = doc["paths"]["/api/orders"]["post"]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "Idempotency-Key")
+        .unwrap()
+        .clone();
+    let pattern = Regex::new(header["schema"]["pattern"].as_str().unwrap()).unwrap();
+    let long = "k".repeat(255);
+    let too_long = "k".repeat(256);
+    let quoted_long = format!("\"{long}\"");
+    for key in [
+        "8e03978e-40d5-43e8-bc93-6894a57f9324",
+        "\"quoted\"",
+        r#""with \" and \\""#,
+        "a",
+        long.as_str(),
+        quoted_long.as_str(),
+        "\"\"",
+        "\"unclosed",
+        "\"bad \\x\"",
+        "with space",
+        "",
+        too_long.as_str(),
+        "\u{e9}t\u{e9}",
+    ] {
+        let parsed = server::idempotency::IdempotencyKey::parse(key).is_ok();
+        assert_eq!(pattern.is_match(key), parsed, "{key:?}");
+    }
+}

@@ -138,12 +138,19 @@ async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
     let sessions = "tower_sessions.session";
     assert_eq!(app.count(sessions).await, 4);
     let hour = std::time::Duration::from_secs(3600);
-    assert_eq!(server::session::forget_unused(&app.db, hour).await.unwrap(), 0, "all fresh");
+    assert_eq!(
+        server::session::forget_unused(&app.db, hour).await.unwrap(),
+        0,
+        "all fresh"
+    );
     sqlx::query("UPDATE tower_sessions.session SET expiry_date = expiry_date - interval '2 hours'")
         .execute(&app.db)
         .await
         .unwrap();
-    assert_eq!(server::session::forget_unused(&app.db, hour).await.unwrap(), 3);
+    assert_eq!(
+        server::session::forget_unused(&app.db, hour).await.unwrap(),
+        3
+    );
     assert_eq!(app.count(sessions).await, 1);
     assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 1);
 }

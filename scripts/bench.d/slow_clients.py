@@ -1,0 +1,68 @@
+"""Slow clients against a running server (scripts/bench): opens CONNECTIONS connections that
+each send half a request's headers and then nothing, as a slowloris does, and prints the
+server's memory before, while they are open, and after the header timeout closed them, with
+how many connections the server kept and how many it shed (503) or closed.
+
+    python3 slow_clients.py HOST PORT SERVER_PID CONNECTIONS WAIT_SECONDS
+"""
+import socket
+import sys
+import time
+
+
+def rss_mib(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def open_slow(host, port):
+    s = socket.create_connection((host, port), timeout=5)
+    s.sendall(b"GET /api/products HTTP/1.1\r\nHost: shop\r\nX-Slow: ")
+    return s
+
+
+def main():
+    host, port, pid, count, wait = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), float(sys.argv[5])
+    before = rss_mib(pid)
+    held, failed = [], 0
+    for _ in range(count):
+        try:
+            held.append(open_slow(host, port))
+        except OSError:
+            failed += 1
+    time.sleep(1)
+    during = rss_mib(pid)
+    shed = kept = 0
+    for s in held:
+        s.setblocking(False)
+        try:
+            data = s.recv(64)
+            shed += data.startswith(b"HTTP/1.1 503")
+        except BlockingIOError:
+            kept += 1
+        except OSError:
+            pass
+    time.sleep(wait)
+    still_open = 0
+    for s in held:
+        try:
+            s.setblocking(False)
+            if s.recv(64) == b"":
+                continue
+        except BlockingIOError:
+            still_open += 1
+        except OSError:
+            pass
+    for s in held:
+        s.close()
+    time.sleep(1)
+    after = rss_mib(pid)
+    print(f"RESULT attempted={count} kept={kept} shed={shed} refused={failed} "
+          f"open_after_wait={still_open} before={before:.0f} during={during:.0f} after={after:.0f}")
+
+
+if __name__ == "__main__":
+    main()
