@@ -37,7 +37,24 @@ pub struct NewOrderLine {
     #[schema(min_length = 1, max_length = 64, example = "MUG-001")]
     sku: String,
     #[schema(minimum = 1, maximum = 99)]
+    #[serde(deserialize_with = "whole_number")]
     quantity: i64,
+}
+
+/// An integer as JSON Schema counts them: `2` and `2.0` alike (the reference says
+/// `integer`, and a client that writes numbers as floats sends the latter). A fraction, or a
+/// number beyond i64, is refused.
+fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64, D::Error> {
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(n) = number.as_i64() {
+        return Ok(n);
+    }
+    match number.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Ok(f as i64),
+        _ => Err(serde::de::Error::custom(format!(
+            "invalid type: {number}, expected a whole number"
+        ))),
+    }
 }
 
 impl NewOrder {
@@ -130,8 +147,18 @@ mod tests {
             json!({"items": "x"}),
             json!({"items": [{"sku": 1, "quantity": 1}]}),
             json!({"items": [{"sku": "A", "quantity": 1.5}]}),
+            json!({"items": [{"sku": "A", "quantity": "2"}]}),
         ] {
             assert_eq!(NewOrder::parse(&body).unwrap_err().status(), 400, "{body}");
         }
+    }
+
+    #[test]
+    fn a_whole_number_written_as_a_float_is_a_quantity() {
+        let order =
+            NewOrder::parse(&json!({"items": [{"sku": "MUG-001", "quantity": 2.0}]})).unwrap();
+        assert_eq!(order.lines[0].quantity, 2);
+        let huge = json!({"items": [{"sku": "MUG-001", "quantity": 1e300}]});
+        assert_eq!(NewOrder::parse(&huge).unwrap_err().status(), 400);
     }
 }
