@@ -80,6 +80,11 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        // Answers go out at once, not held back to be merged with the next segment
+        // (without it, a request on a kept-alive connection waits for a delayed ACK).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY");
+        }
         let Ok(permit) = open.clone().try_acquire_owned() else {
             tokio::spawn(shed(stream));
             continue;
