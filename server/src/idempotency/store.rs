@@ -51,24 +51,42 @@ pub async fn claim_new(
     lease: Duration,
     keys_per_hour: u32,
 ) -> Result<bool, sqlx::Error> {
-    let inserted = sqlx::query!(
-        "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
-         SELECT $1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond'
-          WHERE $7::bigint = 0 OR (SELECT count(*) FROM (
-                  SELECT 1 FROM idempotency_keys
-                   WHERE scope = $1 AND created_at > now() - interval '1 hour' LIMIT $7
-                ) AS recent) < $7
-         ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
-        &req.scope,
-        req.key.as_str(),
-        &req.operation,
-        req.fingerprint.as_str(),
-        token,
-        (lease.as_millis() as i64),
-        i64::from(keys_per_hour)
-    )
-    .execute(db)
-    .await?;
+    let lease_ms = lease.as_millis() as i64;
+    // Without a quota, the plain INSERT: the quota's count is paid only when there is one.
+    let inserted = if keys_per_hour == 0 {
+        sqlx::query!(
+            "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
+             VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
+             ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
+            &req.scope,
+            req.key.as_str(),
+            &req.operation,
+            req.fingerprint.as_str(),
+            token,
+            lease_ms
+        )
+        .execute(db)
+        .await?
+    } else {
+        sqlx::query!(
+            "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
+             SELECT $1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond'
+              WHERE (SELECT count(*) FROM (
+                      SELECT 1 FROM idempotency_keys
+                       WHERE scope = $1 AND created_at > now() - interval '1 hour' LIMIT $7
+                    ) AS recent) < $7
+             ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
+            &req.scope,
+            req.key.as_str(),
+            &req.operation,
+            req.fingerprint.as_str(),
+            token,
+            lease_ms,
+            i64::from(keys_per_hour)
+        )
+        .execute(db)
+        .await?
+    };
     Ok(inserted.rows_affected() == 1)
 }
 
