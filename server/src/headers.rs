@@ -34,17 +34,18 @@ impl CspNonce {
     }
 }
 
-/// The policy of a page whose inline scripts carry `nonce`.
-fn policy(nonce: &CspNonce, path: &str) -> String {
+/// The policy of an answer; a page's inline scripts carry `nonce`, and an answer that is no
+/// page (JSON, the built site, a server function's reply) runs no inline script at all.
+fn policy(nonce: Option<&CspNonce>, path: &str) -> String {
     let styles = if path.starts_with(REFERENCE_PATH) {
         "style-src 'self' 'unsafe-inline'"
     } else {
         "style-src 'self'"
     };
     format!(
-        "default-src 'self'; script-src 'self' 'nonce-{}' 'wasm-unsafe-eval'; {styles}; \
+        "default-src 'self'; script-src 'self'{} 'wasm-unsafe-eval'; {styles}; \
          img-src 'self' data:; connect-src 'self'; {FRAMING_AND_FORMS}",
-        nonce.0
+        nonce.map(|n| format!(" 'nonce-{}'", n.0)).unwrap_or_default()
     )
 }
 
@@ -64,10 +65,15 @@ pub async fn protective(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let under_pkg = request.uri().path().starts_with("/pkg/");
-    let nonce = CspNonce::fresh();
-    let policy = policy(&nonce, request.uri().path());
-    request.extensions_mut().insert(nonce);
+    let path = request.uri().path();
+    let under_pkg = path.starts_with("/pkg/");
+    // Only a page read renders inline scripts: the hot API paths make no nonce.
+    let page = request.method().is_safe() && !under_pkg && !path.starts_with("/api/");
+    let nonce = page.then(CspNonce::fresh);
+    let policy = policy(nonce.as_ref(), path);
+    if let Some(nonce) = nonce {
+        request.extensions_mut().insert(nonce);
+    }
     let mut response = next.run(request).await;
     // A file of the built site; a miss there is the app's 404 page, personal like any page.
     let static_asset = under_pkg && response.status().is_success();
