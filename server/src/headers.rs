@@ -45,7 +45,9 @@ fn policy(nonce: Option<&CspNonce>, path: &str) -> String {
     format!(
         "default-src 'self'; script-src 'self'{} 'wasm-unsafe-eval'; {styles}; \
          img-src 'self' data:; connect-src 'self'; {FRAMING_AND_FORMS}",
-        nonce.map(|n| format!(" 'nonce-{}'", n.0)).unwrap_or_default()
+        nonce
+            .map(|n| format!(" 'nonce-{}'", n.0))
+            .unwrap_or_default()
     )
 }
 
