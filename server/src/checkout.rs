@@ -20,33 +20,28 @@
 //! * refused → 303 back to the checkout with the reason (the refusal ended the intent and
 //!   the cart has a new key).
 
-use std::{
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::time::{Duration, Instant};
 
 use app::messages;
 use axum::{
-    extract::{rejection::FormRejection, State},
-    http::{HeaderMap, StatusCode},
+    extract::{rejection::FormRejection, FromRef, State},
+    http::{Method, StatusCode},
     response::{IntoResponse, Redirect, Response},
     routing::post,
     Form, Router,
 };
+use once_axum::{reply::respond, IdempotencyKey, IdempotentRequest};
+use once_core::FingerprintKeys;
+use once_pg::{store, Held};
 use serde::Deserialize;
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     cart,
-    config::Config,
     error::ApiError,
     faults::FaultRequest,
-    idempotency::{
-        executor::Idempotency,
-        store::{self, Held},
-        IdempotencyKey, IdempotentRequest, RequestKey,
-    },
+    idempotency::{with_faults, Idempotency, RequestKey},
     openapi::IdempotencyKeyHeader,
     orders::{self, NewOrder},
     session::ExistingShopper,
@@ -67,16 +62,33 @@ pub fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(place_order_api))
 }
 
+/// What placing an order from the cart needs from the state.
+#[derive(Clone)]
+pub struct Checkout {
+    idem: Idempotency,
+    fingerprints: FingerprintKeys,
+    max_pending: u32,
+}
+
+impl FromRef<AppState> for Checkout {
+    fn from_ref(state: &AppState) -> Self {
+        Self {
+            idem: Idempotency::from_ref(state),
+            fingerprints: state.fingerprints.clone(),
+            max_pending: state.config.limits.pending_orders,
+        }
+    }
+}
+
 /// Places the order for the session's cart under `key`, which must be the cart's current
 /// checkout key; any other key answers from what it holds.
 pub async fn checkout_cart(
-    idem: &Idempotency,
-    db: &PgPool,
+    checkout: &Checkout,
+    faults: FaultRequest,
     session_id: &str,
     key: IdempotencyKey,
-    faults: FaultRequest,
-    max_pending: u32,
 ) -> Result<Response, ApiError> {
+    let db = &checkout.idem.db;
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
         return answer_for(db, session_id, &key).await;
@@ -88,15 +100,16 @@ pub async fn checkout_cart(
     let body = app::dto::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
     let request = IdempotentRequest::new(
-        &idem.fingerprints,
+        &checkout.fingerprints,
+        Method::POST,
         session_id,
         key,
         orders::CREATE_ORDER,
         &body,
-    )
-    .with_faults(faults);
+    );
     let door = orders::store::Door::Checkout;
-    Ok(orders::create_order(idem, request, new_order, door, max_pending).await)
+    let idem = with_faults(&checkout.idem, faults);
+    Ok(orders::create_order(&idem, request, new_order, door, checkout.max_pending).await)
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
@@ -107,7 +120,7 @@ async fn answer_for(
 ) -> Result<Response, ApiError> {
     Ok(
         match store::held(db, session_id, key, orders::CREATE_ORDER).await? {
-            Held::Completed(stored) => stored.into_response(true),
+            Held::Completed(stored) => respond(stored, true),
             Held::Running => ApiError::RequestInProgress.into_response(),
             Held::OtherOperation => ApiError::IdempotencyKeyReused.into_response(),
             Held::Open => ApiError::CartChanged.into_response(),
@@ -139,15 +152,12 @@ async fn answer_for(
     ]))),
 )]
 async fn place_order_api(
-    State(idem): State<Idempotency>,
-    State(db): State<PgPool>,
-    State(config): State<Arc<Config>>,
+    State(checkout): State<Checkout>,
     shopper: ExistingShopper,
     key: RequestKey,
+    faults: FaultRequest,
 ) -> Result<Response, ApiError> {
-    let (key, faults) = key.into_parts();
-    let max_pending = config.limits.pending_orders;
-    checkout_cart(&idem, &db, &shopper.id, key, faults, max_pending).await
+    checkout_cart(&checkout, faults, &shopper.id, key.key).await
 }
 
 #[derive(Deserialize)]
@@ -156,11 +166,9 @@ struct CheckoutForm {
 }
 
 async fn place_order_form(
-    State(idem): State<Idempotency>,
-    State(db): State<PgPool>,
-    State(config): State<Arc<Config>>,
+    State(checkout): State<Checkout>,
     shopper: Result<ExistingShopper, ApiError>,
-    headers: HeaderMap,
+    faults: FaultRequest,
     form: Result<Form<CheckoutForm>, FormRejection>,
 ) -> Response {
     let Ok(shopper) = shopper else {
@@ -171,22 +179,12 @@ async fn place_order_form(
     let Ok(Form(form)) = form else {
         return back_to_checkout(messages::FORM_INCOMPLETE);
     };
-    let faults = FaultRequest::from_headers(&headers);
     let Ok(key) = IdempotencyKey::parse(&form.idempotency_key) else {
         return back_to_checkout(messages::FORM_INCOMPLETE);
     };
     let started = Instant::now();
     loop {
-        let max_pending = config.limits.pending_orders;
-        let answer = checkout_cart(
-            &idem,
-            &db,
-            &shopper.id,
-            key.clone(),
-            faults.clone(),
-            max_pending,
-        )
-        .await;
+        let answer = checkout_cart(&checkout, faults.clone(), &shopper.id, key.clone()).await;
         match redirect_for(answer).await {
             Some(redirect) => return redirect,
             None if started.elapsed() < WAIT_FOR_FIRST => tokio::time::sleep(POLL_EVERY).await,

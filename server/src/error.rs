@@ -5,6 +5,7 @@ use axum::{
     http::{header, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
 };
+use once_axum::{ProtocolError, Refusal, Reply};
 use serde::Serialize;
 
 /// Seconds a client should wait before retrying after a 409 or 503.
@@ -17,7 +18,7 @@ pub enum ApiError {
     #[error("this route requires an Idempotency-Key header")]
     IdempotencyKeyMissing,
     #[error("{0}")]
-    IdempotencyKeyMalformed(#[from] crate::idempotency::key::KeyError),
+    IdempotencyKeyMalformed(#[from] once_core::KeyError),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyKeyReused,
     #[error("a request with this Idempotency-Key is still being processed")]
@@ -119,9 +120,19 @@ impl ApiError {
     }
 
     /// Whether the key stores this answer (a definitive refusal) or stays open for a retry;
-    /// the rule is the protocol's, in `idempotency::outcome`.
+    /// the rule is the protocol's, [`once_core::is_stored`].
     pub fn is_stored(&self) -> bool {
-        crate::idempotency::outcome::is_stored(self.status())
+        once_core::is_stored(self.status())
+    }
+
+    /// This refusal as the answer of work whose transaction still commits (a declined
+    /// card is recorded as a failed payment): stored and replayed like a success.
+    pub fn reply(&self) -> Reply {
+        Reply::new(
+            self.status(),
+            "application/problem+json",
+            serde_json::to_vec(&self.to_problem()).unwrap_or_default(),
+        )
     }
 
     fn problem_name(&self) -> &'static str {
@@ -218,6 +229,40 @@ impl From<sqlx::Error> for ApiError {
         } else {
             Self::Internal(e.into())
         }
+    }
+}
+
+/// The protocol's own refusals, in the shop's words.
+impl From<Refusal> for ApiError {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::KeyMissing => Self::IdempotencyKeyMissing,
+            Refusal::KeyMalformed(e) => Self::IdempotencyKeyMalformed(e),
+            Refusal::KeyReused => Self::IdempotencyKeyReused,
+            Refusal::KeyUnknown => Self::NotFound,
+            Refusal::InProgress => Self::RequestInProgress,
+            Refusal::KeyQuota { retry_after_secs } => Self::TooManyRequests {
+                problem: "key-quota",
+                detail: "this session has made as many requests with new Idempotency-Keys \
+                         in the last hour as it may; nothing was done"
+                    .to_owned(),
+                retry_after_secs,
+            },
+            Refusal::Store(e) => e.into(),
+            Refusal::Panicked(what) => Self::Internal(anyhow::anyhow!(what)),
+        }
+    }
+}
+
+impl ProtocolError for ApiError {
+    fn status(&self) -> StatusCode {
+        ApiError::status(self)
+    }
+}
+
+impl From<serde_json::Error> for ApiError {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Internal(e.into())
     }
 }
 

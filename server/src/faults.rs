@@ -19,8 +19,8 @@ use std::{
 };
 
 use axum::{
-    extract::{Path, State},
-    http::{HeaderMap, StatusCode},
+    extract::{FromRequestParts, Path, State},
+    http::{request::Parts, HeaderMap, StatusCode},
     routing::{get, post},
     Json, Router,
 };
@@ -51,7 +51,16 @@ pub struct FaultRequest {
 }
 
 impl FaultRequest {
-    pub fn from_headers(headers: &HeaderMap) -> Self {
+    /// The faults `headers` ask for, read only when fault injection is on: with it off,
+    /// the test headers are not even parsed.
+    pub fn of(faults: &Faults, headers: &HeaderMap) -> Self {
+        if !faults.enabled {
+            return Self::default();
+        }
+        Self::from_headers(headers)
+    }
+
+    fn from_headers(headers: &HeaderMap) -> Self {
         let text = |name: &str| {
             headers
                 .get(name)
@@ -62,6 +71,18 @@ impl FaultRequest {
             hold: text("once-test-hold"),
             fail: text("once-test-fail").as_deref() == Some("transient"),
         }
+    }
+}
+
+/// The extractor of a request's test-time faults (empty with fault injection off).
+impl FromRequestParts<AppState> for FaultRequest {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        Ok(Self::of(&state.faults, &parts.headers))
     }
 }
 
@@ -76,7 +97,8 @@ impl Faults {
         }
     }
 
-    /// Called by the idempotency executor between the business writes and the commit.
+    /// Called by the executor's hook between the business writes and the commit
+    /// (`idempotency::ShopHooks`).
     pub async fn inject(&self, request: &FaultRequest) -> Result<(), ApiError> {
         if !self.enabled {
             return Ok(());

@@ -31,6 +31,7 @@ pub mod page_deadline;
 pub mod payments;
 pub mod reconcile;
 pub mod refusals;
+pub mod retention;
 pub mod session;
 pub mod ssr;
 pub mod startup;

@@ -18,12 +18,13 @@ use tower_http::{
     trace::TraceLayer,
 };
 
+use once_core::FingerprintKeys;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     api, bus, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
-    health, idempotency, idempotency::fingerprint::FingerprintKeys, openapi, operator, origin,
-    payments::provider::ProviderClient, refusals, session, ssr, state::AppState, throttle, workers,
+    health, openapi, operator, origin, payments::provider::ProviderClient, refusals, retention,
+    session, ssr, state::AppState, throttle, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -103,7 +104,12 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "Once is listening");
-        let purge = tokio::spawn(idempotency::purge::run_worker(
+        let purge = tokio::spawn(once_axum::purge::run(
+            self.state.db.clone(),
+            self.state.config.idempotency_retention,
+            PURGE_EVERY,
+        ));
+        let retention = tokio::spawn(retention::run_worker(
             self.state.db.clone(),
             self.state.config.idempotency_retention,
             PURGE_EVERY,
@@ -140,6 +146,7 @@ impl Application {
         )
         .await;
         purge.abort();
+        retention.abort();
         forget.abort();
         unused_sessions.abort();
         stop.cancel();

@@ -5,11 +5,11 @@ use std::sync::Arc;
 
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
+use once_core::FingerprintKeys;
 use sqlx::PgPool;
 
 use crate::{
-    bus::Bus, config::Config, db::Readers, faults::Faults,
-    idempotency::fingerprint::FingerprintKeys, metrics::Metrics,
+    bus::Bus, config::Config, db::Readers, faults::Faults, metrics::Metrics,
     payments::provider::ProviderClient, workers,
 };
 
@@ -27,7 +27,7 @@ pub struct AppState {
     pub faults: Faults,
     pub provider: ProviderClient,
     pub bus: Arc<dyn Bus>,
-    /// The secrets request fingerprints are keyed with (`idempotency::fingerprint`).
+    /// The secrets request fingerprints are keyed with (`once_core::fingerprint`).
     pub fingerprints: FingerprintKeys,
 }
 

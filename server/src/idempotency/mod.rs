@@ -1,29 +1,104 @@
-//! The Idempotency-Key protocol (docs/design.md, "The idempotency protocol"): every write route that creates or
-//! charges goes through [`execute`], so a repeated request takes effect exactly once.
+//! The shop's side of the Idempotency-Key protocol (docs/design.md, "The idempotency
+//! protocol"). The protocol itself is the `once-*` crates': the key and the stored-outcome
+//! rule (`once_core`), the key table (`once_pg`), the executor (`once_axum`). Here is what
+//! the shop plugs into them:
 //!
-//! * [`key`]: parsing the header (bare or structured-field form).
-//! * [`fingerprint`]: HMAC-SHA256, under a server secret, of method, route and canonical JSON body.
-//! * [`request`]: one request under the protocol, and the extractor of its key.
-//! * [`store`]: the `idempotency_keys` table and its state machine, in SQL.
-//! * [`executor`]: claim, run the business transaction, complete fenced on the lease.
-//! * `overlap`: an order's statements run while its claim commits.
-//! * [`outcome`]: which outcomes are stored with the key, and which leave it open.
-//! * [`status`]: `GET /api/idempotency-keys/{key}` for polling after a 409.
-//! * [`purge`]: the retention worker.
+//! * its scope, the session: the first read of every keyed request also reads the session
+//!   store, in the same statement ([`first_read`]), and a write for a session the store
+//!   does not know runs nothing;
+//! * its metrics, and its test-time faults ([`ShopHooks`]);
+//! * [`status`]: the key-status route, documented in the shop's API reference.
 
-pub mod executor;
-pub mod fingerprint;
-pub mod key;
-pub mod outcome;
-mod overlap;
-pub mod purge;
-pub mod request;
-pub mod response;
+mod first_read;
 pub mod status;
-pub mod store;
 
-pub use executor::execute;
-pub use key::IdempotencyKey;
-pub use overlap::execute_in_one_tx;
-pub use request::{IdempotentRequest, RequestKey};
-pub use response::Reply;
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use once_axum::{Counted, Executor, Hooks};
+use once_core::IdempotentRequest;
+use once_pg::Existing;
+use sqlx::PgPool;
+
+use crate::{
+    db::Readers,
+    error::ApiError,
+    faults::{FaultRequest, Faults},
+    metrics::Metrics,
+    state::AppState,
+};
+
+/// The shop's executor.
+pub type Idempotency = Executor<ShopHooks>;
+
+/// The `Idempotency-Key` extractor, refusing in the shop's problem format.
+pub type RequestKey = once_axum::RequestKey<ApiError>;
+
+/// What the shop plugs into the executor. `request_faults` are the test-time faults of
+/// one request ([`Idempotency`] values are made per request with [`with_faults`]); with
+/// fault injection off they are empty and nothing reads them.
+#[derive(Clone)]
+pub struct ShopHooks {
+    readers: Readers,
+    metrics: Arc<Metrics>,
+    faults: Faults,
+    request_faults: FaultRequest,
+}
+
+impl FromRef<AppState> for Idempotency {
+    fn from_ref(state: &AppState) -> Self {
+        let hooks = ShopHooks {
+            readers: state.readers.clone(),
+            metrics: state.metrics.clone(),
+            faults: state.faults.clone(),
+            request_faults: FaultRequest::default(),
+        };
+        Executor {
+            db: state.db.clone(),
+            lease: state.config.idempotency_lease,
+            keys_per_hour: state.config.limits.keys_per_hour,
+            hooks,
+        }
+    }
+}
+
+/// The executor for one request that carries test-time faults.
+pub fn with_faults(idem: &Idempotency, faults: FaultRequest) -> Idempotency {
+    let mut idem = idem.clone();
+    idem.hooks.request_faults = faults;
+    idem
+}
+
+impl Hooks for ShopHooks {
+    type Error = ApiError;
+
+    async fn first_read(
+        &self,
+        _db: &PgPool,
+        req: &IdempotentRequest,
+    ) -> Result<Existing, ApiError> {
+        let first = first_read::read(&self.readers, req).await?;
+        if !first.session_known {
+            return Err(ApiError::SessionRequired);
+        }
+        Ok(first.existing)
+    }
+
+    fn count(&self, what: Counted) {
+        let m = &self.metrics;
+        let counter = match what {
+            Counted::Execution => &m.executions,
+            Counted::Replay => &m.replays,
+            Counted::InProgress => &m.in_progress,
+            Counted::KeyReused => &m.key_reused,
+            Counted::Takeover => &m.takeovers,
+            Counted::RetryAfterFailure => &m.retries_after_failure,
+            Counted::Fenced => &m.fenced,
+        };
+        Metrics::inc(counter);
+    }
+
+    async fn before_commit(&self, _req: &IdempotentRequest) -> Result<(), ApiError> {
+        self.faults.inject(&self.request_faults).await
+    }
+}

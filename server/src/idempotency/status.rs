@@ -1,5 +1,6 @@
 //! `GET /api/idempotency-keys/{key}`: the state of the caller's own request, for polling
-//! after a 409. Keys of other sessions are invisible (404).
+//! after a 409. Keys of other sessions are invisible (404). The lookup is
+//! `once_axum::status`'s; the route is the shop's, for its scope and its API reference.
 
 use axum::{
     extract::{Path, State},
@@ -9,7 +10,6 @@ use serde::Serialize;
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::key::IdempotencyKey;
 use crate::{error::ApiError, session::Shopper, state::AppState};
 
 pub fn router() -> OpenApiRouter<AppState> {
@@ -49,32 +49,11 @@ async fn show(
     shopper: Shopper,
     Path(raw): Path<String>,
 ) -> Result<Json<KeyStatus>, ApiError> {
-    let key = IdempotencyKey::parse(&raw)?;
-    lookup(&db, &shopper.id, &key)
-        .await?
-        .map(Json)
-        .ok_or(ApiError::NotFound)
-}
-
-/// The state of `key` in `scope`, or `None` if this scope never used it (or it was purged).
-pub async fn lookup(
-    db: &PgPool,
-    scope: &str,
-    key: &IdempotencyKey,
-) -> Result<Option<KeyStatus>, sqlx::Error> {
-    let row = sqlx::query!(
-        "SELECT state, response_status, response_headers FROM idempotency_keys WHERE scope = $1 AND key = $2",
-        scope,
-        key.as_str()
-    )
-    .fetch_optional(db)
-    .await?;
-    Ok(row.map(|row| KeyStatus {
-        key: key.to_string(),
-        state: row.state,
-        response_status: row.response_status,
-        location: row
-            .response_headers
-            .and_then(|h| h["location"].as_str().map(str::to_owned)),
+    let status = once_axum::status::key_status(&db, &shopper.id, &raw).await?;
+    Ok(Json(KeyStatus {
+        key: status.key,
+        state: status.state,
+        response_status: status.response_status,
+        location: status.location,
     }))
 }

@@ -15,7 +15,7 @@ use utoipa::openapi::{
     ContentBuilder, OpenApi, Ref, RefOr, Response, ResponseBuilder,
 };
 
-use crate::idempotency::outcome;
+use once_core::outcome;
 
 /// One problem type: `https://once.example/problems/{name}`.
 pub struct ProblemType {

@@ -11,6 +11,7 @@ use axum::{
     response::Response,
     Json,
 };
+use once_axum::{IdempotentRequest, Reply};
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -22,7 +23,8 @@ use crate::{
     config::Config,
     error::ApiError,
     extract::ApiJson,
-    idempotency::{self, executor::Idempotency, Reply, RequestKey},
+    faults::FaultRequest,
+    idempotency::{with_faults, Idempotency, RequestKey},
     openapi::IdempotencyKeyHeader,
     session::{NamedShopper, Shopper},
     state::AppState,
@@ -72,11 +74,13 @@ async fn create(
     State(config): State<Arc<Config>>,
     shopper: NamedShopper,
     key: RequestKey,
+    faults: FaultRequest,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, CREATE_ORDER, &body);
     let max_pending = config.limits.pending_orders;
+    let idem = with_faults(&idem, faults);
     Ok(create_order(&idem, request, new_order, store::Door::Api, max_pending).await)
 }
 
@@ -88,14 +92,14 @@ const PENDING_QUOTA_RETRY_AFTER_SECS: u64 = 60;
 /// key commits (`execute_in_one_tx`); they take effect only if the claim was ours.
 pub async fn create_order(
     idem: &Idempotency,
-    request: idempotency::IdempotentRequest,
+    request: IdempotentRequest,
     new_order: NewOrder,
     door: store::Door,
     max_pending: u32,
 ) -> Response {
     let session_id = request.scope.clone();
     let key = request.key.to_string();
-    idempotency::execute_in_one_tx(idem, request, move |db| {
+    idem.execute_in_one_tx(request, move |db| {
         let (session_id, key, new_order) = (session_id.clone(), key.clone(), new_order.clone());
         async move {
             let (tx, outcome) =
@@ -111,9 +115,9 @@ pub async fn create_order(
 fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
     match outcome {
         store::Outcome::Created(order) => {
-            Reply::created(format!("/api/orders/{}", order.id), &order)
+            Ok(Reply::created(format!("/api/orders/{}", order.id), &order)?)
         }
-        store::Outcome::Refused(refusal) => Ok(Reply::refusal(&refused(refusal))),
+        store::Outcome::Refused(refusal) => Ok(refused(refusal).reply()),
         // Not stored: the key stays open, and the same request may succeed later.
         store::Outcome::OverQuota => Err(ApiError::TooManyRequests {
             problem: "pending-order-quota",

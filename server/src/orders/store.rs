@@ -9,7 +9,9 @@ use uuid::Uuid;
 use app::dto::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
 
 use super::NewOrder;
-use crate::{cart, fulfillment::shipment_label, idempotency::executor::PgTx, outbox};
+use once_axum::PgTx;
+
+use crate::{cart, fulfillment::shipment_label, outbox};
 
 struct PricedProduct {
     sku: String,

@@ -33,6 +33,7 @@ use axum::{
     response::Response,
     Json,
 };
+use once_axum::{PgTx, Reply};
 use serde::Deserialize;
 use sqlx::{PgConnection, PgPool};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -42,7 +43,8 @@ use crate::{
     config::Config,
     error::ApiError,
     extract::ApiJson,
-    idempotency::{self, executor::Idempotency, RequestKey},
+    faults::FaultRequest,
+    idempotency::{with_faults, Idempotency, RequestKey},
     openapi::IdempotencyKeyHeader,
     session::{ExistingShopper, Shopper},
     state::AppState,
@@ -128,6 +130,7 @@ async fn pay(
     shopper: ExistingShopper,
     Path(id): Path<String>,
     key: RequestKey,
+    faults: FaultRequest,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let order_id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
@@ -141,10 +144,12 @@ async fn pay(
         lease: idem.lease,
         grace: config.payment_settle_grace,
     };
-    Ok(idempotency::execute(&idem, request, move |db| {
-        charge_order(db, provider, rules, shopper.id, order_id, attempt, card)
-    })
-    .await)
+    let idem = with_faults(&idem, faults);
+    Ok(idem
+        .execute(request, move |db| {
+            charge_order(db, provider, rules, shopper.id, order_id, attempt, card)
+        })
+        .await)
 }
 
 /// The three recovery points; see the module documentation.
@@ -156,7 +161,7 @@ async fn charge_order(
     order_id: Uuid,
     attempt: AttemptKey,
     card: CardNumber,
-) -> Result<(idempotency::executor::PgTx, idempotency::Reply), ApiError> {
+) -> Result<(PgTx, Reply), ApiError> {
     let payment = match store::begin_attempt(&db, &shopper_id, order_id, &attempt).await {
         // Another intent's attempt is pending: settle it if it was abandoned, then try again.
         Err(AttemptRefused::InProgress) => {
@@ -185,7 +190,7 @@ async fn charge_order(
         Err(refusal) if refusal.is_stored() => {
             let mut tx = db.begin().await?;
             apply::charge_failed(&mut tx, payment.id, None, "provider_rejected").await?;
-            return Ok((tx, idempotency::Reply::refusal(&refusal)));
+            return Ok((tx, refusal.reply()));
         }
         Err(e) => return Err(e),
     };
@@ -212,30 +217,25 @@ async fn charge_order(
 }
 
 /// The answer for an attempt, from the state it is in now.
-async fn reply_for(
-    tx: &mut PgConnection,
-    payment_id: Uuid,
-) -> Result<idempotency::Reply, ApiError> {
+async fn reply_for(tx: &mut PgConnection, payment_id: Uuid) -> Result<Reply, ApiError> {
     let view = store::view(tx, payment_id).await?;
     let code = view
         .failure_code
         .clone()
         .unwrap_or_else(|| "declined".into());
     Ok(match view.status.as_str() {
-        "succeeded" => {
-            idempotency::Reply::created(format!("/api/orders/{}/payments", view.order_id), view)?
-        }
-        "refund_due" | "refunded" => idempotency::Reply::refusal(&ApiError::unprocessable(
+        "succeeded" => Reply::created(format!("/api/orders/{}/payments", view.order_id), &view)?,
+        "refund_due" | "refunded" => ApiError::unprocessable(
             "order-not-payable",
             "the order was paid or cancelled meanwhile; this charge is refunded",
-        )),
-        "failed" if code == settle::NOT_CHARGED => {
-            idempotency::Reply::refusal(&ApiError::unprocessable(
-                "payment-closed",
-                "this payment stopped before the provider charged anything; please pay again",
-            ))
-        }
-        "failed" => idempotency::Reply::refusal(&ApiError::PaymentDeclined { code }),
+        )
+        .reply(),
+        "failed" if code == settle::NOT_CHARGED => ApiError::unprocessable(
+            "payment-closed",
+            "this payment stopped before the provider charged anything; please pay again",
+        )
+        .reply(),
+        "failed" => ApiError::PaymentDeclined { code }.reply(),
         other => {
             return Err(ApiError::Internal(anyhow::anyhow!(
                 "payment {payment_id} is {other} after its outcome was applied"

@@ -9,12 +9,9 @@
 
 use std::time::Duration;
 
+use once_core::{IdempotencyKey, IdempotentRequest, StoredResponse};
 use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
-
-use crate::db::Readers;
-
-use super::{key::IdempotencyKey, request::IdempotentRequest, response::StoredResponse};
 
 /// What the table says about a key that someone already holds.
 pub enum Existing {
@@ -44,8 +41,8 @@ pub enum Claimed {
 /// decides. `true` means the key is ours, under `token`; `false` that a row exists already
 /// (whatever its state), or that the scope claimed `keys_per_hour` keys in the last hour
 /// already (0: no quota), counted up to the quota in the same statement.
-pub async fn claim_new(
-    db: &PgPool,
+pub async fn claim_new<'e>(
+    db: impl PgExecutor<'e>,
     req: &IdempotentRequest,
     token: Uuid,
     lease: Duration,
@@ -56,21 +53,22 @@ pub async fn claim_new(
     let inserted = if keys_per_hour == 0 {
         sqlx::query!(
             "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
-             VALUES ($1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
+             VALUES ($1, $2, $7, $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
              ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
             &req.scope,
             req.key.as_str(),
             &req.operation,
             req.fingerprint.as_str(),
             token,
-            lease_ms
+            lease_ms,
+            req.method.as_str()
         )
         .execute(db)
         .await?
     } else {
         sqlx::query!(
             "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
-             SELECT $1, $2, 'POST', $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond'
+             SELECT $1, $2, $8, $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond'
               WHERE (SELECT count(*) FROM (
                       SELECT 1 FROM idempotency_keys
                        WHERE scope = $1 AND created_at > now() - interval '1 hour' LIMIT $7
@@ -82,7 +80,8 @@ pub async fn claim_new(
             req.fingerprint.as_str(),
             token,
             lease_ms,
-            i64::from(keys_per_hour)
+            i64::from(keys_per_hour),
+            req.method.as_str()
         )
         .execute(db)
         .await?
@@ -134,14 +133,18 @@ pub async fn claim(
     }
 }
 
-struct KeyRow {
-    route: String,
-    fingerprint: String,
-    state: String,
-    lease_valid: bool,
-    response_status: Option<i16>,
-    response_headers: Option<serde_json::Value>,
-    response_body: Option<Vec<u8>>,
+/// A key's row as a read returns it. Public so that an application may read it in a
+/// statement of its own (the shop reads its session in the same statement) and have it
+/// judged by [`judge`].
+pub struct KeyRow {
+    pub route: String,
+    pub fingerprint: String,
+    pub state: String,
+    /// `locked_until > now()`, evaluated by the database.
+    pub lease_valid: bool,
+    pub response_status: Option<i16>,
+    pub response_headers: Option<serde_json::Value>,
+    pub response_body: Option<Vec<u8>>,
 }
 
 impl KeyRow {
@@ -185,7 +188,8 @@ pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, 
     Ok(judge(row, req))
 }
 
-fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
+/// What a key's row (or its absence) means for `req`.
+pub fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
     let Some(row) = row else {
         return Existing::Unused;
     };
@@ -197,71 +201,6 @@ fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
         Held::Running => Existing::InProgress,
         Held::OtherOperation | Held::Open => Existing::Reclaimable,
     }
-}
-
-/// What a request learns from its first statement.
-pub struct FirstRead {
-    /// The session store knows the request's scope (the session its cookie names).
-    pub session_known: bool,
-    pub existing: Existing,
-}
-
-struct FirstReadRow {
-    session_known: bool,
-    route: Option<String>,
-    fingerprint: Option<String>,
-    state: Option<String>,
-    lease_valid: bool,
-    response_status: Option<i16>,
-    response_headers: Option<serde_json::Value>,
-    response_body: Option<Vec<u8>>,
-}
-
-/// The one statement a request starts with, without a lock: whether its session exists
-/// (the session store's table, `tower_sessions.session`, read as its own load does) and
-/// what the table holds for its key. A repeat of a known key needs nothing else. It runs on
-/// a connection of its own (`db::Readers`), which costs no ping as it goes back. (The
-/// benchmark's floor, `examples/bare.rs`, and `scripts/bench.d` run the same statement.)
-pub async fn read_first(
-    readers: &Readers,
-    req: &IdempotentRequest,
-) -> Result<FirstRead, sqlx::Error> {
-    let mut reader = readers.acquire().await?;
-    let within = reader.answer_within();
-    let read = sqlx::query_as!(
-        FirstReadRow,
-        r#"SELECT EXISTS (SELECT 1 FROM tower_sessions.session s
-                           WHERE s.id = $1 AND s.expiry_date > now()) AS "session_known!",
-                  k.route AS "route?", k.fingerprint AS "fingerprint?", k.state AS "state?",
-                  coalesce(k.locked_until > now(), false) AS "lease_valid!",
-                  k.response_status AS "response_status?", k.response_headers AS "response_headers?",
-                  k.response_body AS "response_body?"
-             FROM (VALUES (1)) AS one (n)
-             LEFT JOIN idempotency_keys k ON k.scope = $1 AND k.key = $2"#,
-        &req.scope,
-        req.key.as_str()
-    )
-    .fetch_one(reader.conn());
-    let row = tokio::time::timeout(within, read)
-        .await
-        .map_err(|_| sqlx::Error::PoolTimedOut)??;
-    reader.done();
-    let key = match (row.route, row.fingerprint, row.state) {
-        (Some(route), Some(fingerprint), Some(state)) => Some(KeyRow {
-            route,
-            fingerprint,
-            state,
-            lease_valid: row.lease_valid,
-            response_status: row.response_status,
-            response_headers: row.response_headers,
-            response_body: row.response_body,
-        }),
-        _ => None,
-    };
-    Ok(FirstRead {
-        session_known: row.session_known,
-        existing: judge(key, req),
-    })
 }
 
 /// What a key holds for an operation, whatever body its request had.

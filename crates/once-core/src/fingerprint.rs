@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
-use axum::http::Method;
 use hmac::{Hmac, Mac};
+use http::Method;
 use serde_json::Value;
 use sha2::Sha256;
 

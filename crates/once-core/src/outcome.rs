@@ -8,7 +8,7 @@
 //! for the other request") and 429 (a limit or quota, "wait a while") leave the key open for the retry, and say
 //! `retryable: true`.
 
-use axum::http::StatusCode;
+use http::StatusCode;
 
 pub fn is_stored(status: StatusCode) -> bool {
     !(status.is_server_error()

@@ -1,0 +1,313 @@
+//! The executor every keyed write goes through:
+//!
+//! 1. **claim** the key in its own short statement (so concurrent repeats see `processing`);
+//! 2. run the work, which ends in one open transaction holding its final writes (work that
+//!    calls another service commits its own recovery points before that, so a retry resumes
+//!    from the last one);
+//! 3. **complete** the key in that same transaction, fenced on the lease token, and commit:
+//!    the business rows and the stored answer become visible together or not at all.
+//!
+//! Definitive outcomes (2xx, deterministic 4xx) are stored and replayed; transient ones
+//! (5xx, 408, 409, 429) mark the key `failed` so the same key can run again: the rule is
+//! [`once_core::is_stored`]. [`crate::overlap`] runs steps 1 and 2 side by side, for work
+//! whose only effects are its transaction's writes.
+
+use std::{future::Future, time::Duration};
+
+use axum::response::{IntoResponse, Response};
+use once_core::{is_stored, IdempotentRequest, StoredResponse};
+use once_pg::{store, Claimed, Existing};
+use sqlx::{PgPool, Postgres, Transaction};
+use uuid::Uuid;
+
+use crate::{
+    hooks::{Counted, Hooks, ProtocolError, Refusal},
+    reply::{respond, stored_from, Reply},
+};
+
+pub type PgTx = Transaction<'static, Postgres>;
+
+/// How many times a claim is retried when the key changes state between our statements.
+const CLAIM_ATTEMPTS: usize = 3;
+
+/// The `Retry-After` of a refusal by the hourly key quota: the oldest key of the hour
+/// leaves the count within minutes at most for a scope just over it.
+const KEY_QUOTA_RETRY_AFTER_SECS: u64 = 300;
+
+/// Runs keyed requests, at most once per (scope, key) with effect.
+#[derive(Clone)]
+pub struct Executor<H> {
+    pub db: PgPool,
+    /// How long a claim holds its key without a renewal; work renews it every third.
+    pub lease: Duration,
+    /// Keys one scope may claim in an hour (0: no quota).
+    pub keys_per_hour: u32,
+    pub hooks: H,
+}
+
+pub(crate) enum Start {
+    Execute(Uuid),
+    Replay(StoredResponse),
+}
+
+/// What work hands back: its open transaction and its answer, or an error.
+pub type Worked<E> = Result<(PgTx, Reply), E>;
+
+impl<H: Hooks> Executor<H> {
+    pub fn new(db: PgPool, lease: Duration, hooks: H) -> Self {
+        Self {
+            db,
+            lease,
+            keys_per_hour: 0,
+            hooks,
+        }
+    }
+
+    /// Runs `work` at most once per (scope, key) with effect. `work` gets the pool, opens
+    /// the business transaction and hands it back, uncommitted, with its reply; the
+    /// executor completes the key inside it and commits, or rolls everything back.
+    ///
+    /// The execution runs in its own task, so a client that disconnects (a reload, a closed
+    /// tab) does not cancel it halfway: the outcome is still stored, and the client's retry
+    /// is a replay instead of a wait for the lease to expire.
+    pub async fn execute<F, Fut>(&self, req: IdempotentRequest, work: F) -> Response
+    where
+        F: FnOnce(PgPool) -> Fut + Send + 'static,
+        Fut: Future<Output = Worked<H::Error>> + Send + 'static,
+    {
+        // A repeat is answered from the first read, here; only a request that goes on to
+        // claim the key runs in a task of its own.
+        if let Err(answer) = self.read_first(&req).await {
+            return answer;
+        }
+        let this = self.clone();
+        in_own_task::<H::Error>(async move { this.run(req, work).await }).await
+    }
+
+    /// Read first: a repeat of a key we know (a replay, a 409, a 422) is answered from one
+    /// read, with no lock and no write (`Err` holds that answer); `Ok` sends a key that is
+    /// new, failed or abandoned on to the claim, and says whether it is unused.
+    pub(crate) async fn read_first(&self, req: &IdempotentRequest) -> Result<bool, Response> {
+        let existing = self
+            .hooks
+            .first_read(&self.db, req)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let unused = matches!(existing, Existing::Unused);
+        match self.answer(existing) {
+            Some(Ok(stored)) => Err(respond(stored, true)),
+            Some(Err(e)) => Err(e.into_response()),
+            None => Ok(unused),
+        }
+    }
+
+    pub(crate) async fn run<F, Fut>(&self, req: IdempotentRequest, work: F) -> Response
+    where
+        F: FnOnce(PgPool) -> Fut,
+        Fut: Future<Output = Worked<H::Error>>,
+    {
+        let lease = match self.start(&req).await {
+            Ok(Start::Execute(lease)) => lease,
+            Ok(Start::Replay(stored)) => return respond(stored, true),
+            Err(e) => return e.into_response(),
+        };
+        let worked = self.heartbeat(&req, lease, work(self.db.clone())).await;
+        let outcome = self.before_commit(&req, worked).await;
+        self.conclude(&req, lease, outcome).await
+    }
+
+    /// Becomes the executor of `req`, or learns what a request that raced us holds.
+    async fn start(&self, req: &IdempotentRequest) -> Result<Start, H::Error> {
+        for _ in 0..CLAIM_ATTEMPTS {
+            let claimed = store::claim(&self.db, req, self.lease, self.keys_per_hour)
+                .await
+                .map_err(Refusal::Store)?;
+            match claimed {
+                Claimed::Fresh(lease) => {
+                    self.hooks.count(Counted::Execution);
+                    return Ok(Start::Execute(lease));
+                }
+                Claimed::Reclaimed { lease, took_over } => {
+                    if took_over {
+                        tracing::warn!(key = %req.key, "lease expired; taking the request over");
+                        self.hooks.count(Counted::Takeover);
+                    } else {
+                        self.hooks.count(Counted::RetryAfterFailure);
+                    }
+                    self.hooks.count(Counted::Execution);
+                    return Ok(Start::Execute(lease));
+                }
+                Claimed::OverQuota => {
+                    return Err(Refusal::KeyQuota {
+                        retry_after_secs: KEY_QUOTA_RETRY_AFTER_SECS,
+                    }
+                    .into())
+                }
+                Claimed::Existing(existing) => match self.answer(existing) {
+                    Some(answer) => return answer.map(Start::Replay),
+                    None => continue,
+                },
+            }
+        }
+        Err(Refusal::InProgress.into())
+    }
+
+    /// The application's last word before the commit (see [`Hooks::before_commit`]); an
+    /// error drops the transaction, which rolls the work back.
+    pub(crate) async fn before_commit(
+        &self,
+        req: &IdempotentRequest,
+        worked: Worked<H::Error>,
+    ) -> Worked<H::Error> {
+        let (tx, reply) = worked?;
+        self.hooks.before_commit(req).await?;
+        Ok((tx, reply))
+    }
+
+    /// Ends a request whose key we hold: stores its outcome with the key and commits, or
+    /// leaves the key open for the retry when the outcome is transient.
+    pub(crate) async fn conclude(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        outcome: Worked<H::Error>,
+    ) -> Response {
+        match outcome {
+            Ok((tx, reply)) => self.finish(tx, req, lease, reply.into_stored()).await,
+            Err(e) if !is_stored(e.status()) => self.give_up(req, lease, e).await,
+            // A definitive refusal: its transaction (if any) is gone; store the refusal as
+            // it is sent.
+            Err(refusal) => {
+                let stored = stored_from(refusal.into_response()).await;
+                match (stored, self.db.begin().await) {
+                    (Ok(stored), Ok(tx)) => self.finish(tx, req, lease, stored).await,
+                    (Err(e), _) => {
+                        let e = Refusal::Panicked(format!("unreadable refusal: {e}"));
+                        self.give_up(req, lease, e.into()).await
+                    }
+                    (_, Err(e)) => self.give_up(req, lease, Refusal::Store(e).into()).await,
+                }
+            }
+        }
+    }
+
+    /// Runs `work` while renewing our lease every third of its length, so work that
+    /// legitimately outlives one lease (a slow provider) is not taken over while it is
+    /// alive. Each renewal is bounded by the same third: a renewal that cannot land in time
+    /// is dropped and the next one tries. Renewals stop when `work` ends, or when the lease
+    /// turns out to be lost (completion is fenced on the token either way).
+    pub(crate) async fn heartbeat<T>(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        work: impl Future<Output = T>,
+    ) -> T {
+        let every = self.lease / 3;
+        let renewals = async {
+            let mut tick = tokio::time::interval(every);
+            tick.tick().await;
+            loop {
+                tick.tick().await;
+                let renewal = store::renew(&self.db, req, lease, self.lease);
+                match tokio::time::timeout(every, renewal).await {
+                    Ok(Ok(true)) => {}
+                    Ok(Ok(false)) => {
+                        tracing::warn!(key = %req.key, "lease lost while working; completion will be fenced");
+                        std::future::pending::<()>().await;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(key = %req.key, error = %e, "lease renewal failed")
+                    }
+                    Err(_) => tracing::warn!(key = %req.key, "lease renewal timed out"),
+                }
+            }
+        };
+        tokio::select! {
+            out = work => out,
+            _ = renewals => unreachable!("lease renewals never end"),
+        }
+    }
+
+    /// The answer for a key someone else holds (a stored response to replay, or a
+    /// refusal); `None` when it may be claimed.
+    fn answer(&self, existing: Existing) -> Option<Result<StoredResponse, H::Error>> {
+        match existing {
+            Existing::Completed(stored) => {
+                self.hooks.count(Counted::Replay);
+                Some(Ok(stored))
+            }
+            Existing::InProgress => {
+                self.hooks.count(Counted::InProgress);
+                Some(Err(Refusal::InProgress.into()))
+            }
+            Existing::DifferentRequest => {
+                self.hooks.count(Counted::KeyReused);
+                Some(Err(Refusal::KeyReused.into()))
+            }
+            Existing::Reclaimable | Existing::Unused => None,
+        }
+    }
+
+    /// Stores the outcome with the key and commits, or rolls everything back when another
+    /// request has taken the key over (fencing).
+    async fn finish(
+        &self,
+        mut tx: PgTx,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        stored: StoredResponse,
+    ) -> Response {
+        match store::complete(&mut *tx, req, lease, &stored).await {
+            Ok(true) => match tx.commit().await {
+                Ok(()) => respond(stored, false),
+                Err(e) => self.give_up(req, lease, Refusal::Store(e).into()).await,
+            },
+            Ok(false) => {
+                let _ = tx.rollback().await;
+                self.hooks.count(Counted::Fenced);
+                tracing::warn!(key = %req.key, "lease lost to another request; our writes were rolled back");
+                self.current_answer(req).await
+            }
+            Err(e) => {
+                let _ = tx.rollback().await;
+                self.give_up(req, lease, Refusal::Store(e).into()).await
+            }
+        }
+    }
+
+    /// After losing the lease: answer with whatever the key holds now.
+    async fn current_answer(&self, req: &IdempotentRequest) -> Response {
+        match store::existing(&self.db, req).await {
+            Ok(Existing::Completed(stored)) => respond(stored, true),
+            Ok(_) => H::Error::from(Refusal::InProgress).into_response(),
+            Err(e) => H::Error::from(Refusal::Store(e)).into_response(),
+        }
+    }
+
+    /// A transient failure: mark the key `failed` (best effort; if even that fails, the
+    /// lease expires by itself) and answer with the error, which says "retry".
+    pub(crate) async fn give_up(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        error: H::Error,
+    ) -> Response {
+        if let Err(e) = store::fail(&self.db, req, lease).await {
+            tracing::warn!(key = %req.key, error = %e, "could not mark the key failed; its lease will expire");
+        }
+        error.into_response()
+    }
+}
+
+/// Runs an execution in a task of its own (see [`Executor::execute`]); a panic answers 500.
+pub(crate) async fn in_own_task<E: ProtocolError>(
+    execution: impl Future<Output = Response> + Send + 'static,
+) -> Response {
+    match tokio::spawn(execution).await {
+        Ok(response) => response,
+        Err(e) => E::from(Refusal::Panicked(format!(
+            "idempotent execution panicked: {e}"
+        )))
+        .into_response(),
+    }
+}

@@ -1,0 +1,107 @@
+//! What an application plugs into the executor: its error type, and a [`Hooks`] value for
+//! its first read, its metrics and its test-time faults. Hooks are a plain value: an
+//! application may make one per request (the shop binds a request's test faults this way),
+//! and nothing test-only rides in the protocol's own types.
+
+use std::future::Future;
+
+use axum::{http::StatusCode, response::IntoResponse};
+use once_core::{IdempotentRequest, KeyError};
+use once_pg::{store, Existing};
+use sqlx::PgPool;
+
+/// The protocol's own refusals and failures, which the application's error type renders in
+/// its own format (problem+json, say).
+#[derive(Debug)]
+pub enum Refusal {
+    /// No `Idempotency-Key` header: 400.
+    KeyMissing,
+    /// A header that is not a key: 400.
+    KeyMalformed(KeyError),
+    /// The key was used with another request: 422, stored by nobody.
+    KeyReused,
+    /// The scope never used the key, or it was purged (the status route): 404.
+    KeyUnknown,
+    /// The key's request is running: 409 with `Retry-After`.
+    InProgress,
+    /// The scope claimed as many new keys in the last hour as the quota allows: 429.
+    KeyQuota { retry_after_secs: u64 },
+    /// The key table could not be read or written: 503 (or 500).
+    Store(sqlx::Error),
+    /// The work panicked: 500.
+    Panicked(String),
+}
+
+/// The application's error type. Its status decides whether a refusal is stored with the
+/// key ([`once_core::is_stored`]); its response is what is stored and sent.
+pub trait ProtocolError: IntoResponse + From<Refusal> + Send + 'static {
+    fn status(&self) -> StatusCode;
+}
+
+/// What the executor counts, for an application's metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counted {
+    /// A request that executed (first time, retry after failure, or takeover).
+    Execution,
+    Replay,
+    InProgress,
+    KeyReused,
+    /// A lease that ran out, taken over.
+    Takeover,
+    /// A failed key run again.
+    RetryAfterFailure,
+    /// A completion refused because the lease had been taken over.
+    Fenced,
+}
+
+/// An application's hooks into the executor; every method has a default.
+pub trait Hooks: Clone + Send + Sync + 'static {
+    type Error: ProtocolError;
+
+    /// The read every keyed request starts with: what the table holds for its key. An
+    /// application may read its scope in the same statement (does the session exist?) and
+    /// refuse there; the table's row is judged by [`once_pg::store::judge`].
+    fn first_read(
+        &self,
+        db: &PgPool,
+        req: &IdempotentRequest,
+    ) -> impl Future<Output = Result<Existing, Self::Error>> + Send {
+        async move {
+            store::existing(db, req)
+                .await
+                .map_err(|e| Refusal::Store(e).into())
+        }
+    }
+
+    /// Called for each thing the executor counts.
+    fn count(&self, _what: Counted) {}
+
+    /// Runs between the work and its commit, with the work's transaction open and no lease
+    /// renewal: where tests hold a request (its lease then runs out, as a stalled process's
+    /// does) or fail it. An error rolls the work back and answers with the error.
+    fn before_commit(
+        &self,
+        _req: &IdempotentRequest,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        async { Ok(()) }
+    }
+}
+
+/// Hooks that change nothing, for an application with an error type and nothing else.
+pub struct NoHooks<E>(std::marker::PhantomData<fn() -> E>);
+
+impl<E> Default for NoHooks<E> {
+    fn default() -> Self {
+        Self(std::marker::PhantomData)
+    }
+}
+
+impl<E> Clone for NoHooks<E> {
+    fn clone(&self) -> Self {
+        Self::default()
+    }
+}
+
+impl<E: ProtocolError> Hooks for NoHooks<E> {
+    type Error = E;
+}

@@ -1,0 +1,22 @@
+//! The Idempotency-Key protocol's pure parts (docs/design.md, "The idempotency protocol"):
+//! what a request under the protocol is and what a key stores, with no web framework and no
+//! database. `once-pg` keeps keys in PostgreSQL; `once-axum` runs requests through them.
+//!
+//! * [`key`]: the `Idempotency-Key` header, parsed (bare or structured-field form).
+//! * [`fingerprint`]: HMAC-SHA256 of method, operation and canonical JSON body, under
+//!   rotating secrets, so a key reused with another body is told apart.
+//! * [`request`]: one request under the protocol: scope, key, operation, fingerprint.
+//! * [`outcome`]: the one rule for which answers a key stores and replays.
+//! * [`stored`]: an answer as stored with its key, replayed byte for byte.
+
+pub mod fingerprint;
+pub mod key;
+pub mod outcome;
+pub mod request;
+pub mod stored;
+
+pub use fingerprint::{canonical_json, Fingerprint, FingerprintKeys};
+pub use key::{IdempotencyKey, KeyError};
+pub use outcome::is_stored;
+pub use request::IdempotentRequest;
+pub use stored::StoredResponse;

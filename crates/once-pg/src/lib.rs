@@ -1,0 +1,28 @@
+//! The Idempotency-Key protocol's key table in PostgreSQL (docs/design.md, "The idempotency
+//! protocol"). Every transition is one SQL statement and the database decides every race:
+//! the unique constraint decides who claims a new key, and completion and failure are
+//! fenced on the lease token, so a holder whose lease was taken over changes nothing.
+//!
+//! * [`store`]: claim, complete, renew, fail, and reading what a key holds.
+//! * [`purge`]: retention.
+//! * [`status`]: a key's state for a client polling after a 409.
+//! * [`migrate`]: the table, created by the crate's own migration.
+//!
+//! The scope is a string the application supplies (a session id, a user id, an API key's
+//! id): the same key in two scopes is two requests.
+
+pub mod purge;
+pub mod status;
+pub mod store;
+
+pub use purge::purge;
+pub use status::{key_state, KeyState};
+pub use store::{Claimed, Existing, Held};
+
+/// Creates the key table (`migrations/`), alongside an application's own migrations: the
+/// crate's migration has a version of its own, and each side ignores the other's.
+pub async fn migrate(db: &sqlx::PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator.run(db).await
+}

@@ -1,0 +1,24 @@
+//! The shop's own retention, beside the key table's (`once_axum::purge`): the keys of "Add
+//! to cart" forms live as long as Idempotency-Keys do, and the console's login throttle
+//! forgets addresses quiet for a day.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+
+use crate::{cart, operator};
+
+/// Forgets what is past retention every `every`, until the task is dropped. Safe on
+/// several instances at once: each DELETE is independent and idempotent.
+pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        if let Err(e) = cart::forget_old_adds(&db, retention).await {
+            tracing::warn!(error = %e, "forgetting old cart adds failed; will retry");
+        }
+        if let Err(e) = operator::throttle::forget_quiet(&db).await {
+            tracing::warn!(error = %e, "forgetting quiet login throttle rows failed; will retry");
+        }
+    }
+}
