@@ -68,7 +68,7 @@ pub fn order_request(cart: &Cart) -> serde_json::Value {
 }
 
 /// The order page's data: the order, and a fresh Idempotency-Key for its payment form (the
-/// tab keeps it until the payment intent ends, see `submit_once::KeyOwner::Tab`).
+/// tab keeps it until the payment intent ends, see `once_leptos::KeyOwner::Tab`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OrderPage {
     pub order: Order,

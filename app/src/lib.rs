@@ -10,7 +10,6 @@ pub mod dto;
 pub mod messages;
 mod pages;
 pub mod query;
-pub mod submit_once;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};

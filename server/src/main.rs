@@ -12,7 +12,7 @@ use server::{
 };
 
 /// mimalloc: with the system allocator, malloc and free took about an eighth of a replay's
-/// time (README, "Figures").
+/// time (docs/figures.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

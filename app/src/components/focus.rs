@@ -20,7 +20,7 @@ pub fn FocusOnNavigate() -> impl IntoView {
 fn focus_heading() {
     leptos::task::spawn_local(async {
         for _ in 0..50 {
-            crate::submit_once::pause(50).await;
+            once_leptos::pause(50).await;
             if let Some(heading) = document()
                 .query_selector("main h1")
                 .ok()

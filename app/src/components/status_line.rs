@@ -1,9 +1,8 @@
 use leptos::prelude::*;
 
-use crate::{
-    dto::Order,
-    submit_once::{Problem, Status},
-};
+use once_leptos::{Problem, Status};
+
+use crate::dto::Order;
 
 /// What the submit-once hook is doing, in a live region: progress looks like progress, a
 /// refusal looks like an error (and is announced at once).

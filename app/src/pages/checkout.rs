@@ -10,9 +10,9 @@ use crate::{
     },
     dto::{Checkout, Order},
     messages, query,
-    submit_once::{
-        reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem, Status,
-    },
+};
+use once_leptos::{
+    reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem, Status,
 };
 
 /// The cart and the checkout form. Without wasm the form posts to `/checkout` (and the

@@ -5,8 +5,8 @@ use crate::{
     api::{fresh_key, list_products, AddToCart},
     components::stepper::QuantityStepper,
     dto::{format_money, Product, MAX_QUANTITY},
-    submit_once::new_key,
 };
+use once_leptos::new_key;
 
 /// The catalog: rendered on the server, interactive once hydrated.
 #[component]

@@ -10,8 +10,8 @@ use crate::{
         format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
         StatusChange,
     },
-    submit_once::{pause, use_submit_once, KeyOwner, Messages, Options, Problem},
 };
+use once_leptos::{pause, use_submit_once, KeyOwner, Messages, Options, Problem};
 
 /// The card the payment form starts with: the sandbox's "always succeeds" test card.
 const TEST_CARD: &str = "4242424242424242";

@@ -286,7 +286,7 @@ async fn keys_past_the_retention_window_are_purged_and_reuse_is_a_new_request() 
     .unwrap();
 
     let purged =
-        server::idempotency::purge::try_execute_task(&app.db, Duration::from_secs(24 * 3600))
+        once_pg::purge(&app.db, Duration::from_secs(24 * 3600))
             .await
             .unwrap();
     assert_eq!(purged, 1);
@@ -316,7 +316,7 @@ async fn purge_spares_running_requests_and_counts_retention_from_the_finish() {
     .await
     .unwrap();
 
-    let purged = server::idempotency::purge::try_execute_task(&app.db, day)
+    let purged = once_pg::purge(&app.db, day)
         .await
         .unwrap();
     assert_eq!(purged, 0, "nothing has been finished for a whole day");

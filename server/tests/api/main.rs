@@ -7,6 +7,7 @@ mod callbacks;
 mod card_secrecy;
 mod cart;
 mod checkout;
+mod conformance;
 mod console_guard;
 mod cross_site;
 mod dead_letters;

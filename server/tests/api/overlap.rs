@@ -6,7 +6,8 @@
 use std::{future::Future, time::Duration};
 
 use axum::http::Method;
-use server::{idempotency::fingerprint::FingerprintKeys, orders::CREATE_ORDER};
+use once_core::FingerprintKeys;
+use server::orders::CREATE_ORDER;
 use sqlx::{Connection, PgConnection};
 use uuid::Uuid;
 

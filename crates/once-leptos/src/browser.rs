@@ -8,7 +8,7 @@ mod imp {
     use gloo_net::http::{Request, Response};
     use gloo_timers::future::TimeoutFuture;
 
-    use super::super::{
+    use crate::{
         policy::{self, Answer, Next},
         Intent, KeyState, Outcome, Problem, Ui,
     };
@@ -77,7 +77,7 @@ mod imp {
     }
 
     /// Whether the server has seen `key` (`GET /api/idempotency-keys/{key}`).
-    pub(in super::super) async fn key_state(key: &str) -> KeyState {
+    pub(crate) async fn key_state(key: &str) -> KeyState {
         match Request::get(&key_url(key)).send().await.map(|r| r.status()) {
             Ok(200) => KeyState::Known,
             Ok(404) => KeyState::Unknown,
@@ -146,7 +146,7 @@ mod imp {
     }
 
     /// Sends the intent until an answer ends it or the policy gives up.
-    pub(in super::super) async fn deliver(intent: &Intent, ui: &Ui) -> Outcome {
+    pub(crate) async fn deliver(intent: &Intent, ui: &Ui) -> Outcome {
         let (policy, messages) = (&ui.shared.options.policy, &ui.shared.options.messages);
         let mut retry = 0;
         let mut first_wait: Option<f64> = None;
@@ -209,7 +209,7 @@ mod imp {
 
 #[cfg(not(feature = "hydrate"))]
 mod imp {
-    use super::super::{Intent, KeyState, Outcome, Ui};
+    use crate::{Intent, KeyState, Outcome, Ui};
 
     pub async fn pause(_: u32) {}
     pub fn now_ms() -> f64 {
@@ -225,10 +225,10 @@ mod imp {
     pub fn save(_: &str, _: &Intent) {}
     pub fn forget(_: &str) {}
     pub fn forget_key(_: &str, _: &str) {}
-    pub(in super::super) async fn key_state(_: &str) -> KeyState {
+    pub(crate) async fn key_state(_: &str) -> KeyState {
         KeyState::Unreachable
     }
-    pub(in super::super) async fn deliver(_: &Intent, _: &Ui) -> Outcome {
+    pub(crate) async fn deliver(_: &Intent, _: &Ui) -> Outcome {
         Outcome::GaveUp(String::new())
     }
 }

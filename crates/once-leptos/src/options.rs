@@ -1,6 +1,6 @@
 //! What a page tells the hook, and what the hook tells the page.
 
-use super::RetryPolicy;
+use crate::RetryPolicy;
 
 /// Who decides the intent's key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -6,7 +6,7 @@ use std::sync::{atomic::Ordering, Arc};
 
 use leptos::prelude::*;
 
-use super::{browser, Intent, KeyOwner, Origin, Problem, Shared, Status, SubmitOnce};
+use crate::{browser, Intent, KeyOwner, Origin, Problem, Shared, Status, SubmitOnce};
 
 /// What the server knows of a key, asked before a stored intent is resumed.
 #[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
