@@ -18,11 +18,12 @@ use tower_http::{
     trace::TraceLayer,
 };
 
+use once_events::bus;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, bus, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
-    health, idempotency, idempotency::fingerprint::FingerprintKeys, openapi, operator, origin,
+    api, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers, health,
+    idempotency, idempotency::fingerprint::FingerprintKeys, openapi, operator, origin,
     payments::provider::ProviderClient, refusals, session, ssr, state::AppState, throttle, workers,
 };
 
@@ -51,7 +52,7 @@ impl Application {
         let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
-        let bus = bus::connect(&config.events, &db).await?;
+        let bus = bus::connect(&config.events.bus(), &db).await?;
         let state = AppState {
             bus,
             readers: db::Readers::new(

@@ -7,10 +7,11 @@ use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 use sqlx::PgPool;
 
+use once_events::bus::Bus;
+
 use crate::{
-    bus::Bus, config::Config, db::Readers, faults::Faults,
-    idempotency::fingerprint::FingerprintKeys, metrics::Metrics,
-    payments::provider::ProviderClient, workers,
+    config::Config, db::Readers, faults::Faults, idempotency::fingerprint::FingerprintKeys,
+    metrics::Metrics, payments::provider::ProviderClient, workers,
 };
 
 /// Everything a handler may need. axum clones it for every request, so whatever is more

@@ -2,6 +2,7 @@
 //! nothing the client sends is trusted as money. These functions speak in orders and
 //! refusals; the HTTP answer is built from them by the route (`orders::reply`).
 
+use once_events::outbox;
 use serde_json::json;
 use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
@@ -9,7 +10,7 @@ use uuid::Uuid;
 use app::dto::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
 
 use super::NewOrder;
-use crate::{cart, fulfillment::shipment_label, idempotency::executor::PgTx, outbox};
+use crate::{cart, fulfillment::shipment_label, idempotency::executor::PgTx};
 
 struct PricedProduct {
     sku: String,
