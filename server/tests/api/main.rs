@@ -10,6 +10,7 @@ mod checkout;
 mod console_guard;
 mod cross_site;
 mod dead_letters;
+mod event_chain_schema;
 mod fn_properties;
 mod foundation;
 mod fulfillment;
