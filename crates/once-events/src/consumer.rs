@@ -1,10 +1,10 @@
 //! Running a consumer: fetch deliveries from the bus, hand each event to its [`Handler`],
 //! answer the bus. The same code runs on both buses. The exactly-once part is not here: it
 //! is in each handler's transaction ([`crate::consume_once`]), because the bus delivers at
-//! least once. What is here is what to do when a handler fails: retry with exponential backoff and
-//! full jitter, and after the last try, a dead letter with the last error (`dead_letters`).
-//! The bus does not give up on a message by itself (short of a far backstop): this code does,
-//! and only once the dead letter is written.
+//! least once. What is here is what to do when a handler fails: retry with exponential
+//! backoff and full jitter, and after the last try, a dead letter with the last error
+//! (`dead_letters`). The bus does not give up on a message by itself (short of a far
+//! backstop): this code does, and only once the dead letter is written.
 
 use std::{sync::Arc, time::Duration};
 
