@@ -92,7 +92,7 @@ async fn bench(bus: &str, nats: Option<String>, events: i64, orders: usize) -> a
     println!("{bus}: {orders} orders paid → fulfilled: p50 {p50:.1} ms, p99 {p99:.1} ms");
 
     if let Some(url) = &config.events.nats_url {
-        let nats = server::bus::nats::NatsBus::connect(url, &config.events).await?;
+        let nats = once_events::bus::nats::NatsBus::connect(url, &config.events.bus()).await?;
         nats.delete_stream().await?;
     }
     db.close().await;

@@ -3,14 +3,12 @@
 
 use std::{future::Future, io::Read, sync::Arc};
 
+use once_events::{bus, dead_letters, Handler};
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{
-    bus, config::Config, consumer::Handler, db, dead_letters, fulfillment::Fulfillment,
-    metrics::Metrics, operator, workers,
-};
+use crate::{config::Config, db, fulfillment::Fulfillment, metrics::Metrics, operator, workers};
 
 async fn database(config: &Config) -> anyhow::Result<PgPool> {
     db::ensure_database(&config.database_url).await?;
@@ -36,7 +34,7 @@ pub async fn run_workers(
     );
     let db = database(&config).await?;
     let context = workers::Context {
-        bus: bus::connect(&config.events, &db).await?,
+        bus: bus::connect(&config.events.bus(), &db).await?,
         db,
         config,
         metrics: Arc::new(Metrics::default()),

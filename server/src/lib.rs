@@ -1,7 +1,6 @@
 //! The Once server: HTTP API, idempotency, orders, SSR hosting and workers.
 
 pub mod api;
-pub mod bus;
 pub mod callbacks;
 pub mod cart;
 pub mod catalog;
@@ -10,9 +9,7 @@ pub mod cli;
 pub mod client_addr;
 pub mod config;
 pub mod connections;
-pub mod consumer;
 pub mod db;
-pub mod dead_letters;
 pub mod error;
 pub mod extract;
 pub mod faults;
@@ -26,7 +23,6 @@ pub mod openapi;
 pub mod operator;
 pub mod orders;
 pub mod origin;
-pub mod outbox;
 pub mod page_deadline;
 pub mod payments;
 pub mod reconcile;
@@ -38,5 +34,4 @@ pub mod startup;
 pub mod state;
 pub mod telemetry;
 pub mod throttle;
-pub mod wake;
 pub mod workers;

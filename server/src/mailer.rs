@@ -15,11 +15,12 @@ use lettre::{
     transport::smtp::authentication::Credentials,
     AsyncSmtpTransport, AsyncTransport, Tokio1Executor,
 };
+use once_events::wake::Wakeup;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{metrics::Metrics, wake::Wakeup};
+use crate::metrics::Metrics;
 
 /// Emails sent per step, each claimed just before it is sent.
 const BATCH: usize = 20;

@@ -14,6 +14,7 @@ use axum::{
     http::{header, HeaderMap, HeaderValue},
     response::{IntoResponse, Response},
 };
+use once_events::Counter;
 use sqlx::PgPool;
 
 use crate::{config::Config, error::ApiError, operator::auth::secret_matches};
@@ -134,6 +135,20 @@ impl Metrics {
                 )
             })
             .collect()
+    }
+}
+
+/// What the event chain reports, in the counters `/metrics` has always shown for it.
+impl once_events::Counters for Metrics {
+    fn count(&self, counter: Counter) {
+        Self::inc(match counter {
+            Counter::Published => &self.events_published,
+            Counter::Republished => &self.events_republished,
+            Counter::Delivery => &self.deliveries,
+            Counter::DuplicateSkipped => &self.duplicates_skipped,
+            Counter::Retry => &self.retries,
+            Counter::DeadLetter => &self.dead_letters,
+        });
     }
 }
 

@@ -19,10 +19,11 @@ use tower_http::{
 };
 
 use once_core::FingerprintKeys;
+use once_events::bus;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, bus, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
+    api, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
     health, openapi, operator, origin, payments::provider::ProviderClient, refusals, retention,
     session, ssr, state::AppState, throttle, workers,
 };
@@ -52,7 +53,7 @@ impl Application {
         let db = db::connect(&config.database_url, &config.db_limits).await?;
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
-        let bus = bus::connect(&config.events, &db).await?;
+        let bus = bus::connect(&config.events.bus(), &db).await?;
         let state = AppState {
             bus,
             readers: db::Readers::new(

@@ -8,8 +8,10 @@ use leptos::config::LeptosOptions;
 use once_core::FingerprintKeys;
 use sqlx::PgPool;
 
+use once_events::bus::Bus;
+
 use crate::{
-    bus::Bus, config::Config, db::Readers, faults::Faults, metrics::Metrics,
+    config::Config, db::Readers, faults::Faults, metrics::Metrics,
     payments::provider::ProviderClient, workers,
 };
 

@@ -6,18 +6,21 @@
 
 use std::{str::FromStr, sync::Arc};
 
+use once_events::{
+    bus::Bus,
+    consumer::{Consumer, RetryPolicy},
+    relay::Relay,
+    Handler,
+};
 use sqlx::PgPool;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    bus::Bus,
     config::Config,
-    consumer::{Consumer, Handler, RetryPolicy},
     fulfillment::Fulfillment,
     mailer::Mailer,
     metrics::Metrics,
-    outbox::relay::Relay,
     payments::{provider::ProviderClient, settle::SettleRules},
     reconcile::Reconciler,
 };

@@ -96,6 +96,19 @@ pub struct Events {
     pub pause_before_ack: Duration,
 }
 
+impl Events {
+    /// What the event chain's bus needs of this (`once_events::bus::connect`).
+    pub fn bus(&self) -> once_events::BusConfig {
+        once_events::BusConfig {
+            nats_url: self.nats_url.clone(),
+            nats_stream: self.nats_stream.clone(),
+            nats_subject_prefix: self.nats_subject_prefix.clone(),
+            poll_every: self.poll_every,
+            retention: self.retention,
+        }
+    }
+}
+
 /// The smallest lease the heartbeat can keep alive: it renews every third of the lease.
 pub const MIN_LEASE: Duration = Duration::from_millis(300);
 /// A lease longer than this holds a key hostage for too long after its holder dies.

@@ -1,7 +1,7 @@
 //! The fulfillment consumer: ships each paid order exactly once, however often `order.paid`
-//! arrives. Everything happens in one transaction, which starts by recording the event in
-//! `consumed_events` (`ON CONFLICT DO NOTHING`): a repeat finds the row and does nothing, and
-//! a crash anywhere before the commit leaves nothing behind to repeat. See docs/design.md,
+//! arrives. Everything happens in one transaction, which starts by recording the event as
+//! consumed (`once_events::consume_once`): a repeat finds the record and does nothing, and a
+//! crash anywhere before the commit leaves nothing behind to repeat. See docs/design.md,
 //! "Fulfillment".
 //!
 //! ```text
@@ -22,13 +22,15 @@ pub mod email;
 mod stock;
 
 use async_trait::async_trait;
+use once_events::{
+    consume_once,
+    outbox::{self, Event},
+    Handled, Handler, HandlerError,
+};
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::{
-    consumer::{Handled, Handler, HandlerError},
-    outbox::{self, Event},
-};
+use crate::db;
 
 pub const CONSUMER: &str = "fulfillment";
 pub const SUBJECT: &str = "order.paid";
@@ -70,17 +72,26 @@ impl Handler for Fulfillment {
     }
 
     async fn handle(&self, event: &Event) -> Result<Handled, HandlerError> {
-        let order_id = paid_order(event)?;
-        let mut tx = self.db.begin().await?;
-        if !first_consumption(&mut tx, event.id).await? {
-            return Ok(Handled::Duplicate);
-        }
-        let outcome = fulfill(&mut tx, order_id).await?;
-        set_outcome(&mut tx, event.id, outcome).await?;
-        tx.commit().await?;
-        tracing::info!(%order_id, event = %event.id, outcome = outcome.as_str(), "order.paid consumed");
-        Ok(Handled::Done)
+        // A connection found dead tells the shop's pool to check its others before use.
+        consume(&self.db, event).await.inspect_err(|e| {
+            if let HandlerError::Unavailable(e) = e {
+                db::note_lost_connection(e);
+            }
+        })
     }
+}
+
+async fn consume(db: &PgPool, event: &Event) -> Result<Handled, HandlerError> {
+    let order_id = paid_order(event)?;
+    let mut tx = db.begin().await?;
+    if !consume_once(&mut tx, CONSUMER, event.id).await? {
+        return Ok(Handled::Duplicate);
+    }
+    let outcome = fulfill(&mut tx, order_id).await?;
+    set_outcome(&mut tx, event.id, outcome).await?;
+    tx.commit().await?;
+    tracing::info!(%order_id, event = %event.id, outcome = outcome.as_str(), "order.paid consumed");
+    Ok(Handled::Done)
 }
 
 /// The order an `order.paid` event is about; anything else is poison.
@@ -99,20 +110,8 @@ fn paid_order(event: &Event) -> Result<Uuid, HandlerError> {
         .ok_or_else(|| HandlerError::Poison("order.paid without a valid order_id".into()))
 }
 
-/// Records the event as consumed; false if it was consumed before (by any process).
-async fn first_consumption(tx: &mut PgConnection, event_id: Uuid) -> Result<bool, sqlx::Error> {
-    let inserted = sqlx::query!(
-        "INSERT INTO consumed_events (consumer, event_id, outcome) VALUES ($1, $2, 'pending')
-         ON CONFLICT ON CONSTRAINT consumed_events_pkey DO NOTHING",
-        CONSUMER,
-        event_id,
-    )
-    .execute(tx)
-    .await?
-    .rows_affected();
-    Ok(inserted == 1)
-}
-
+/// Keeps how the event ended on its `consumed_events` row, written by `consume_once` in
+/// the same transaction.
 async fn set_outcome(
     tx: &mut PgConnection,
     event_id: Uuid,

@@ -11,6 +11,7 @@ use axum::{
     response::{Html, IntoResponse, Redirect, Response},
     Form,
 };
+use once_events::{dead_letters, Handler};
 use serde::Deserialize;
 use sqlx::PgPool;
 use tower_sessions::Session;
@@ -20,10 +21,7 @@ use super::{
     auth::{self, Operator},
     throttle::{self, Admission, Client, Locks},
 };
-use crate::{
-    consumer::Handler, dead_letters, error::ApiError, fulfillment::Fulfillment, reconcile,
-    state::AppState,
-};
+use crate::{error::ApiError, fulfillment::Fulfillment, reconcile, state::AppState};
 
 #[derive(Deserialize)]
 pub struct CsrfForm {

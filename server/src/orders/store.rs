@@ -2,6 +2,7 @@
 //! nothing the client sends is trusted as money. These functions speak in orders and
 //! refusals; the HTTP answer is built from them by the route (`orders::reply`).
 
+use once_events::outbox;
 use serde_json::json;
 use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
@@ -11,7 +12,7 @@ use app::dto::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
 use super::NewOrder;
 use once_axum::PgTx;
 
-use crate::{cart, fulfillment::shipment_label, outbox};
+use crate::{cart, fulfillment::shipment_label};
 
 struct PricedProduct {
     sku: String,

@@ -15,10 +15,9 @@
 //!
 //! and never back: a late decline never undoes a success.
 
+use once_events::outbox;
 use sqlx::PgConnection;
 use uuid::Uuid;
-
-use crate::outbox;
 
 /// What the provider says was charged.
 pub struct ChargeFacts {

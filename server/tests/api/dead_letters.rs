@@ -4,12 +4,12 @@
 
 use std::time::Duration;
 
-use server::{
+use once_events::{
     bus::Message,
-    consumer::Handler,
     dead_letters::{self, RetryError},
-    fulfillment::Fulfillment,
+    Handler,
 };
+use server::fulfillment::Fulfillment;
 
 use crate::helpers::*;
 

@@ -11,6 +11,7 @@ mod conformance;
 mod console_guard;
 mod cross_site;
 mod dead_letters;
+mod event_chain_schema;
 mod fn_properties;
 mod foundation;
 mod fulfillment;

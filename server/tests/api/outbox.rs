@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use server::outbox::relay;
+use once_events::{outbox, relay};
 use sqlx::Connection;
 
 use crate::helpers::*;
@@ -17,7 +17,7 @@ async fn an_event_committed_after_later_ones_were_published_is_still_published()
         .await
         .unwrap();
     let mut tx = slow.begin().await.unwrap();
-    let early = server::outbox::record(
+    let early = outbox::record(
         &mut tx,
         "order",
         uuid::Uuid::new_v4(),

@@ -6,9 +6,11 @@
 use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use server::{
+use once_events::{
     bus::{self, Acker, Delivery, Subscription},
     consumer::Consumer,
+};
+use server::{
     payments::apply::{self, Applied, ChargeFacts},
     workers,
 };
@@ -56,7 +58,7 @@ impl TestApp {
         workers::Context {
             db: self.db.clone(),
             config: self.config.clone(),
-            bus: bus::connect(&self.config.events, &self.db)
+            bus: bus::connect(&self.config.events.bus(), &self.db)
                 .await
                 .expect("bus"),
             metrics,
@@ -67,7 +69,7 @@ impl TestApp {
     pub async fn drop_stream(&self) {
         let events = &self.config.events;
         if let Some(url) = &events.nats_url {
-            let nats = bus::nats::NatsBus::connect(url, events)
+            let nats = bus::nats::NatsBus::connect(url, &events.bus())
                 .await
                 .expect("nats");
             nats.delete_stream().await.expect("stream deleted");

@@ -1,18 +1,9 @@
-//! The bus between the outbox relay and the consumers: one trait, two implementations.
-//! [`postgres`] needs nothing but the shop's database (the default); [`nats`] uses NATS
-//! JetStream when `NATS_URL` is set. Both deliver at least once: a consumer must ack each
-//! message, and an unacked one comes back after the ack wait. Consumers are written against
-//! the trait only, so moving between buses changes no consumer code.
+//! What every bus implements and what it carries. Consumers are written against these
+//! traits only, so moving between buses changes no consumer code.
 
-pub mod nats;
-pub mod postgres;
-
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use sqlx::PgPool;
-
-use crate::config::Events;
 
 /// A message: its id (the event id: both buses drop a second publish of the same id), its
 /// subject (the event type, e.g. `order.paid`) and its body (the event as JSON).
@@ -74,12 +65,4 @@ pub struct Delivery {
     pub message: Message,
     pub delivered: u32,
     pub acker: Box<dyn Acker>,
-}
-
-/// The bus the configuration asks for: JetStream when `NATS_URL` is set, else PostgreSQL.
-pub async fn connect(events: &Events, db: &PgPool) -> anyhow::Result<Arc<dyn Bus>> {
-    Ok(match &events.nats_url {
-        Some(url) => Arc::new(nats::NatsBus::connect(url, events).await?),
-        None => Arc::new(postgres::PgBus::new(db.clone(), events.poll_every)),
-    })
 }

@@ -1,8 +1,8 @@
 //! The NATS JetStream bus. One stream holds every event under `<prefix>.<event type>`;
 //! publishing sets `Nats-Msg-Id` to the event id, so JetStream drops a repeat within its
-//! duplicate window (minutes: the consumers' `consumed_events` remains the guarantee).
+//! duplicate window (minutes: the consumers' `consume_once` remains the guarantee).
 //! Each consumer is a durable pull consumer with explicit acks and `max_deliver` as a far
-//! backstop (see [`super::MAX_DELIVER`]: only our consumer gives up on a message, once its
+//! backstop (see [`MAX_DELIVER`]: only our consumer gives up on a message, once its
 //! dead letter is written). The backoff is the consumer's own (a nak with a jittered delay),
 //! not a JetStream `backoff` list: on NATS 2.9 such a list also overrides the delay of every
 //! nak (a test saw a 30 s wait where 20 ms was asked), and a timed-out delivery comes back
@@ -22,8 +22,10 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::sync::OnceCell;
 
-use super::{Acker, Bus, ConsumerSpec, Delivery, Message, Published, Subscription};
-use crate::config::Events;
+use super::contract::{
+    Acker, Bus, ConsumerSpec, Delivery, Message, Published, Subscription, MAX_DELIVER,
+};
+use crate::config::BusConfig;
 
 /// How long JetStream remembers a message id to drop a repeated publish.
 const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
@@ -40,16 +42,16 @@ pub struct NatsBus {
 
 impl NatsBus {
     /// Connects; while NATS is away the client keeps trying in the background.
-    pub async fn connect(url: &str, events: &Events) -> anyhow::Result<Self> {
+    pub async fn connect(url: &str, config: &BusConfig) -> anyhow::Result<Self> {
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
             .connect(url)
             .await?;
         Ok(Self {
             js: jetstream::new(client),
-            stream: events.nats_stream.clone(),
-            prefix: events.nats_subject_prefix.clone(),
-            max_age: events.retention,
+            stream: config.nats_stream.clone(),
+            prefix: config.nats_subject_prefix.clone(),
+            max_age: config.retention,
             ready: OnceCell::new(),
         })
     }
@@ -108,7 +110,7 @@ impl Bus for NatsBus {
                 filter_subject: format!("{}.{}", self.prefix, spec.subject),
                 ack_policy: AckPolicy::Explicit,
                 ack_wait: spec.ack_wait,
-                max_deliver: i64::from(super::MAX_DELIVER),
+                max_deliver: i64::from(MAX_DELIVER),
                 ..Default::default()
             })
             .await?;

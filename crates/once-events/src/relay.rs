@@ -2,7 +2,7 @@
 //! batch of unpublished rows with `FOR UPDATE SKIP LOCKED`, so two relays never hold the same
 //! row, publishes them, and marks them published in the same transaction. A relay that dies
 //! after publishing and before committing leaves the rows unpublished: they are published
-//! again, and the bus (message id = event id) and the consumers (`consumed_events`) absorb
+//! again, and the bus (message id = event id) and the consumers ([`crate::consume_once`]) absorb
 //! the repeat. Progress is the `published_at` column, never "the highest id seen": ids
 //! (and sequence values) commit out of order.
 
@@ -11,10 +11,10 @@ use std::{future::Future, sync::Arc, time::Duration};
 use sqlx::{postgres::PgQueryResult, PgPool};
 use tokio_util::sync::CancellationToken;
 
-use super::Event;
 use crate::{
     bus::{Bus, Published},
-    metrics::Metrics,
+    counters::{Counter, Counters},
+    outbox::Event,
     wake::Wakeup,
 };
 
@@ -27,15 +27,15 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 pub struct Relay {
     pub db: PgPool,
     pub bus: Arc<dyn Bus>,
-    pub metrics: Arc<Metrics>,
+    pub metrics: Arc<dyn Counters>,
 }
 
 impl Relay {
     /// Publishes one batch; returns how many events it published (0: nothing to do).
     pub async fn try_execute_task(&self) -> anyhow::Result<usize> {
         let mut tx = self.db.begin().await?;
-        // `: _` (the field's type): sqlx's `time` feature, enabled in this crate by the session
-        // store, makes the macros read a timestamptz as `time` unless told otherwise.
+        // `: _` (the field's type): sqlx's `time` feature, which an app may enable (the shop's
+        // session store does), makes the macros read a timestamptz as `time` unless told otherwise.
         let events = sqlx::query_as!(
             Event,
             r#"SELECT id, event_type, aggregate_type, aggregate_id, payload,
@@ -51,8 +51,8 @@ impl Relay {
         .await?;
         for event in &events {
             match self.bus.publish(&event.to_message()).await? {
-                Published::New => Metrics::inc(&self.metrics.events_published),
-                Published::Duplicate => Metrics::inc(&self.metrics.events_republished),
+                Published::New => self.metrics.count(Counter::Published),
+                Published::Duplicate => self.metrics.count(Counter::Republished),
             }
         }
         let ids: Vec<_> = events.iter().map(|e| e.id).collect();

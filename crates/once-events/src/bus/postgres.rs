@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{Acker, Bus, ConsumerSpec, Delivery, Message, Published, Subscription};
+use super::contract::{
+    Acker, Bus, ConsumerSpec, Delivery, Message, Published, Subscription, MAX_DELIVER,
+};
 use crate::wake::Wakeup;
 
 pub struct PgBus {
@@ -54,17 +56,32 @@ impl Bus for PgBus {
         Ok(Published::New)
     }
 
+    /// Registers the consumer (a `bus_consumers` row) if it is new: from then on every
+    /// message published on its subject gets a delivery for it. A consumer that must also
+    /// see what was published before its first subscribe is declared earlier, in a
+    /// migration, as a JetStream consumer would be created before use.
     async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
-        let declared = sqlx::query_scalar!(
+        sqlx::query!(
+            "INSERT INTO bus_consumers (name, subject) VALUES ($1, $2)
+             ON CONFLICT ON CONSTRAINT bus_consumers_pkey DO NOTHING",
+            consumer.name,
+            consumer.subject,
+        )
+        .execute(&self.db)
+        .await?;
+        let registered = sqlx::query_scalar!(
             "SELECT subject FROM bus_consumers WHERE name = $1",
             consumer.name
         )
-        .fetch_optional(&self.db)
+        .fetch_one(&self.db)
         .await?;
+        // One name, one subject: a consumer whose name is taken on another subject would
+        // otherwise read that subject's messages without a word.
         anyhow::ensure!(
-            declared.as_deref() == Some(consumer.subject),
-            "consumer {} on {} is not declared in bus_consumers",
+            registered == consumer.subject,
+            "consumer {} is registered on {}, not {}",
             consumer.name,
+            registered,
             consumer.subject
         );
         Ok(Box::new(PgSubscription {
@@ -109,7 +126,7 @@ impl PgSubscription {
             self.spec.name,
             (max as i64),
             self.spec.ack_wait as _,
-            (super::MAX_DELIVER as i32),
+            (MAX_DELIVER as i32),
         )
         .fetch_all(&self.db)
         .await?;

@@ -1,6 +1,6 @@
 //! Dead letters: messages a consumer gave up on, kept with the last error so that operators
 //! can see them and, once the cause is fixed, retry them. A retry runs the consumer's own
-//! handler on the kept message, so the handler's dedup (`consumed_events`) still guards it:
+//! handler on the kept message, so the handler's dedup ([`crate::consume_once`]) still guards it:
 //! retrying a letter whose event was consumed meanwhile does nothing twice.
 
 use std::sync::Arc;
@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     bus::{Delivery, Message},
-    consumer::{Handled, Handler, HandlerError},
+    handler::{Handled, Handler, HandlerError},
     outbox::Event,
 };
 

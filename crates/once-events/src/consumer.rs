@@ -1,23 +1,22 @@
 //! Running a consumer: fetch deliveries from the bus, hand each event to its [`Handler`],
 //! answer the bus. The same code runs on both buses. The exactly-once part is not here: it
-//! is in each handler's transaction (`consumed_events`), because the bus delivers at least
-//! once. What is here is what to do when a handler fails: retry with exponential backoff and
-//! full jitter, and after the last try, a dead letter with the last error (`dead_letters`).
-//! The bus does not give up on a message by itself (short of a far backstop): this code does,
-//! and only once the dead letter is written. See docs/design.md, "Fulfillment".
+//! is in each handler's transaction ([`crate::consume_once`]), because the bus delivers at
+//! least once. What is here is what to do when a handler fails: retry with exponential
+//! backoff and full jitter, and after the last try, a dead letter with the last error
+//! (`dead_letters`). The bus does not give up on a message by itself (short of a far
+//! backstop): this code does, and only once the dead letter is written.
 
 use std::{sync::Arc, time::Duration};
 
-use async_trait::async_trait;
 use rand::Rng;
 use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
     bus::{ConsumerSpec, Delivery, Subscription},
+    counters::{Counter, Counters},
     dead_letters,
-    error::is_transient_db_error,
-    metrics::Metrics,
+    handler::{Handled, Handler, HandlerError},
     outbox::Event,
 };
 
@@ -27,49 +26,6 @@ const BATCH: usize = 1;
 /// A message delivered this many times its tries without an answer has killed its consumer
 /// each time (or hung it past the ack wait): it is written off rather than looped on.
 const UNANSWERED_FACTOR: u32 = 2;
-
-/// What a handler did with an event.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Handled {
-    /// Its side effects are committed.
-    Done,
-    /// It was consumed before (a redelivery or a republish): nothing was done.
-    Duplicate,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum HandlerError {
-    /// Trying again cannot help (malformed or unknown event): a dead letter at once.
-    #[error("{0}")]
-    Poison(String),
-    /// May succeed later (a bug fixed later, data corrected): retried, then a dead letter.
-    #[error(transparent)]
-    Transient(#[from] anyhow::Error),
-    /// The infrastructure is away or busy (connection lost, pool exhausted, lock or
-    /// statement timeout, deadlock): retried for as long as it takes, never a dead letter,
-    /// so an outage does not turn every message in flight into an operator's chore.
-    #[error("database unavailable: {0}")]
-    Unavailable(sqlx::Error),
-}
-
-impl From<sqlx::Error> for HandlerError {
-    fn from(e: sqlx::Error) -> Self {
-        crate::db::note_lost_connection(&e);
-        if is_transient_db_error(&e) {
-            Self::Unavailable(e)
-        } else {
-            Self::Transient(e.into())
-        }
-    }
-}
-
-#[async_trait]
-pub trait Handler: Send + Sync {
-    /// The durable consumer's name and the subject (event type) it reads.
-    fn name(&self) -> &'static str;
-    fn subject(&self) -> &'static str;
-    async fn handle(&self, event: &Event) -> Result<Handled, HandlerError>;
-}
 
 /// Tries and backoff between them.
 #[derive(Clone, Copy, Debug)]
@@ -96,8 +52,9 @@ pub struct Consumer {
     pub subscription: Box<dyn Subscription>,
     pub handler: Arc<dyn Handler>,
     pub policy: RetryPolicy,
-    pub metrics: Arc<Metrics>,
-    /// Test-only: a pause between the handler's commit and the ack (see `Events`).
+    pub metrics: Arc<dyn Counters>,
+    /// For fault tests only (zero otherwise): a pause between the handler's commit and the
+    /// ack, so that a test can kill the consumer in between.
     pub pause_before_ack: Duration,
 }
 
@@ -133,7 +90,7 @@ impl Consumer {
     }
 
     async fn process(&self, delivery: Delivery) -> anyhow::Result<()> {
-        Metrics::inc(&self.metrics.deliveries);
+        self.metrics.count(Counter::Delivery);
         if delivery.delivered > UNANSWERED_FACTOR * self.policy.max_attempts {
             let reason = format!(
                 "delivered {} times without an answer (its consumer died or hung each time)",
@@ -148,7 +105,7 @@ impl Consumer {
         match outcome {
             Ok(handled) => {
                 if handled == Handled::Duplicate {
-                    Metrics::inc(&self.metrics.duplicates_skipped);
+                    self.metrics.count(Counter::DuplicateSkipped);
                 }
                 if !self.pause_before_ack.is_zero() {
                     tokio::time::sleep(self.pause_before_ack).await;
@@ -164,7 +121,7 @@ impl Consumer {
     }
 
     async fn retry_later(&self, delivery: &Delivery, e: &HandlerError) -> anyhow::Result<()> {
-        Metrics::inc(&self.metrics.retries);
+        self.metrics.count(Counter::Retry);
         tracing::warn!(consumer = self.handler.name(), message = %delivery.message.id,
             try_no = delivery.delivered, error = %format!("{e:#}"), "handler failed; retrying later");
         delivery
@@ -186,7 +143,7 @@ impl Consumer {
                 .nak(self.policy.backoff(delivery.delivered))
                 .await;
         }
-        Metrics::inc(&self.metrics.dead_letters);
+        self.metrics.count(Counter::DeadLetter);
         tracing::error!(consumer = self.handler.name(), message = %delivery.message.id,
             reason, "message is a dead letter");
         delivery.acker.term().await
@@ -213,6 +170,26 @@ impl Consumer {
                     }
                 }
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_backoff_is_jittered_under_its_doubling_ceiling_and_the_cap() {
+        let ms = Duration::from_millis;
+        let policy = RetryPolicy {
+            max_attempts: 5,
+            base: ms(100),
+            cap: ms(1000),
+        };
+        for _ in 0..200 {
+            assert!(policy.backoff(1) <= ms(100));
+            assert!(policy.backoff(3) <= ms(400));
+            assert!(policy.backoff(40) <= ms(1000), "capped, without overflow");
         }
     }
 }

@@ -1,0 +1,17 @@
+//! What the chain needs to reach its bus. The app fills it from its own configuration (the
+//! shop reads environment variables into its `config::Events`).
+
+use std::time::Duration;
+
+#[derive(Clone, Debug)]
+pub struct BusConfig {
+    /// NATS JetStream carries events when set; otherwise the PostgreSQL bus does.
+    pub nats_url: Option<String>,
+    /// The JetStream stream, and the subject prefix its events are published under.
+    pub nats_stream: String,
+    pub nats_subject_prefix: String,
+    /// How often a PostgreSQL subscription looks for messages when no notification woke it.
+    pub poll_every: Duration,
+    /// How long the JetStream stream keeps messages: the events' retention.
+    pub retention: Duration,
+}

@@ -1,0 +1,28 @@
+//! What the chain counts. The app owns the counters, their names and how they are shown (the
+//! shop renders them on `/metrics`); the chain only says what happened.
+
+/// One thing that happened in the chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Counter {
+    /// The relay published an event the bus did not have.
+    Published,
+    /// The relay published an event the bus recognised as one it had.
+    Republished,
+    /// A message was delivered to a consumer (repeats included).
+    Delivery,
+    /// A delivery of an event consumed before: nothing was done.
+    DuplicateSkipped,
+    /// A handler failure sent back to the bus for a later try.
+    Retry,
+    /// A message given up on, its dead letter written.
+    DeadLetter,
+}
+
+pub trait Counters: Send + Sync {
+    fn count(&self, counter: Counter);
+}
+
+/// Counting nothing, for an app without metrics.
+impl Counters for () {
+    fn count(&self, _: Counter) {}
+}

@@ -1,0 +1,26 @@
+//! Telling an outage from a failure. The crate's own copy of the rule, so that it needs
+//! nothing from the app that uses it.
+
+/// Errors that say "the database is unreachable or busy right now", not "this work is
+/// wrong": lost connections, an exhausted pool, shutdown, serialization failures, a
+/// database that refuses new connections (55000, as during maintenance), and the bounds a
+/// session may set running out: a lock wait (55P03), a statement (57014) or an idle
+/// transaction (25P03) that took too long.
+pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::Tls(_) => true,
+        sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            code.starts_with("08")
+                || code.starts_with("57P")
+                || [
+                    "40001", "40P01", "53300", "55000", "55P03", "57014", "25P03",
+                ]
+                .contains(&code.as_ref())
+        }),
+        _ => false,
+    }
+}
