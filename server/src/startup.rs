@@ -23,9 +23,9 @@ use once_events::bus;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers,
-    health, openapi, operator, origin, payments::provider::ProviderClient, refusals, retention,
-    session, ssr, state::AppState, throttle, workers,
+    api, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers, health,
+    openapi, operator, origin, payments::provider::ProviderClient, refusals, retention, session,
+    ssr, state::AppState, throttle, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.

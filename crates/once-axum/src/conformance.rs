@@ -63,6 +63,7 @@ pub trait Subject: Sync {
 /// Every check, one after another.
 pub async fn run_all<S: Subject>(subject: &S) {
     missing_or_malformed_key_is_400(subject).await;
+    one_key_in_two_scopes_is_two_requests(subject).await;
     a_repeat_is_replayed(subject).await;
     a_key_reused_with_another_body_is_422(subject).await;
     a_repeat_in_flight_is_409_with_retry_after(subject).await;
@@ -102,6 +103,31 @@ pub async fn missing_or_malformed_key_is_400<S: Subject>(subject: &S) {
         0,
         "a refused key did something"
     );
+    // The control: the same scope and body with a valid key are accepted, so the 400s
+    // above were about the key.
+    let valid = subject
+        .send(&scope, Some(&fresh_key()), &body, Fault::None)
+        .await;
+    assert!(
+        valid.status().is_success(),
+        "a valid key: {}",
+        valid.status()
+    );
+    assert_eq!(subject.effects(&scope).await, 1);
+}
+
+/// Keys are scoped: the same key in another scope is another request, never a replay of
+/// someone else's answer.
+pub async fn one_key_in_two_scopes_is_two_requests<S: Subject>(subject: &S) {
+    let (mine, theirs) = (subject.new_scope().await, subject.new_scope().await);
+    let (key, body) = (fresh_key(), subject.body(1));
+    for scope in [&mine, &theirs] {
+        let sent = subject.send(scope, Some(&key), &body, Fault::None).await;
+        let (status, replayed, _) = answer(sent).await;
+        assert!(status.is_success(), "in its own scope: {status}");
+        assert_eq!(replayed, None, "a key of another scope was replayed");
+        assert_eq!(subject.effects(scope).await, 1);
+    }
 }
 
 pub async fn a_repeat_is_replayed<S: Subject>(subject: &S) {
@@ -128,11 +154,19 @@ pub async fn a_key_reused_with_another_body_is_422<S: Subject>(subject: &S) {
         "first answer {}",
         first.status()
     );
+    let first = answer(first).await;
     let other = subject
         .send(&scope, Some(&key), &subject.body(2), Fault::None)
         .await;
     assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
     assert_eq!(subject.effects(&scope).await, 1);
+    // The refusal changed nothing: the first request is still replayed.
+    let again = subject
+        .send(&scope, Some(&key), &subject.body(1), Fault::None)
+        .await;
+    let again = answer(again).await;
+    assert_eq!(again.1.as_deref(), Some("true"));
+    assert_eq!(again.2, first.2);
 }
 
 /// Waits until `n` requests wait at `gate` (a request held by a test fault).
@@ -184,6 +218,15 @@ pub async fn a_failed_key_is_retryable<S: Subject>(subject: &S) {
         subject.effects(&scope).await,
         0,
         "a failure left its effect"
+    );
+    // The failed key is still this request's: another body under it is refused.
+    let other = subject
+        .send(&scope, Some(&key), &subject.body(2), Fault::None)
+        .await;
+    assert_eq!(
+        other.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a failed key, another body"
     );
     let retried = answer(subject.send(&scope, Some(&key), &body, Fault::None).await).await;
     assert!(retried.0.is_success(), "the retry: {}", retried.0);

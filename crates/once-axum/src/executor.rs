@@ -178,7 +178,7 @@ impl<H: Hooks> Executor<H> {
             // A definitive refusal: its transaction (if any) is gone; store the refusal as
             // it is sent.
             Err(refusal) => {
-                let stored = stored_from(refusal.into_response()).await;
+                let stored = stored_from(refusal.into_response(), self.lease / 3).await;
                 match (stored, self.db.begin().await) {
                     (Ok(stored), Ok(tx)) => self.finish(tx, req, lease, stored).await,
                     (Err(e), _) => {
@@ -257,6 +257,12 @@ impl<H: Hooks> Executor<H> {
         lease: Uuid,
         stored: StoredResponse,
     ) -> Response {
+        // What is stored must be what the rule stores: work that answers a transient
+        // status (a 503 it built itself) leaves the key open, like an error would.
+        if !stored_status_is_definitive(&stored) {
+            let _ = tx.rollback().await;
+            return self.give_up_with(req, lease, respond(stored, false)).await;
+        }
         match store::complete(&mut *tx, req, lease, &stored).await {
             Ok(true) => match tx.commit().await {
                 Ok(()) => respond(stored, false),
@@ -292,11 +298,24 @@ impl<H: Hooks> Executor<H> {
         lease: Uuid,
         error: H::Error,
     ) -> Response {
+        self.give_up_with(req, lease, error.into_response()).await
+    }
+
+    async fn give_up_with(
+        &self,
+        req: &IdempotentRequest,
+        lease: Uuid,
+        answer: Response,
+    ) -> Response {
         if let Err(e) = store::fail(&self.db, req, lease).await {
             tracing::warn!(key = %req.key, error = %e, "could not mark the key failed; its lease will expire");
         }
-        error.into_response()
+        answer
     }
+}
+
+fn stored_status_is_definitive(stored: &StoredResponse) -> bool {
+    axum::http::StatusCode::from_u16(stored.status).is_ok_and(is_stored)
 }
 
 /// Runs an execution in a task of its own (see [`Executor::execute`]); a panic answers 500.

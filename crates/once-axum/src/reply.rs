@@ -78,14 +78,29 @@ pub fn respond(stored: StoredResponse, replayed: bool) -> Response {
     response
 }
 
+/// The headers of a refusal that belong to the answer itself; the rest (`Retry-After`,
+/// caching, tracing, rate-limit counters) describe one delivery and are not replayed.
+const REFUSAL_HEADERS: [&str; 4] = ["content-type", "content-language", "location", "link"];
+
+/// The most of a refusal's body that is stored: a problem document is a few hundred bytes.
+const MAX_REFUSAL_BODY: usize = 64 * 1024;
+
 /// An error's response, read into the stored form: a definitive refusal is stored with the
-/// key exactly as it was first sent.
-pub async fn stored_from(response: Response) -> Result<StoredResponse, axum::Error> {
+/// key as it was first sent. The body is read within `within` and up to a bound, so a
+/// streaming or huge body fails here (and the key is left open) instead of hanging.
+pub async fn stored_from(
+    response: Response,
+    within: std::time::Duration,
+) -> Result<StoredResponse, String> {
     let (parts, body) = response.into_parts();
-    let body = axum::body::to_bytes(body, usize::MAX).await?;
+    let body = tokio::time::timeout(within, axum::body::to_bytes(body, MAX_REFUSAL_BODY))
+        .await
+        .map_err(|_| "the refusal's body was not read in time".to_owned())?
+        .map_err(|e| e.to_string())?;
     let headers = parts
         .headers
         .iter()
+        .filter(|(n, _)| REFUSAL_HEADERS.contains(&n.as_str()))
         .filter_map(|(n, v)| Some((n.as_str().to_owned(), v.to_str().ok()?.to_owned())))
         .collect();
     Ok(StoredResponse::new(

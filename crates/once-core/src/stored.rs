@@ -15,12 +15,15 @@ pub struct StoredResponse {
 }
 
 /// Headers never stored: they belong to one delivery of an answer, not to the answer.
-const NOT_STORED: [&str; 5] = [
+const NOT_STORED: [&str; 8] = [
     "set-cookie",
     "date",
     "content-length",
     "transfer-encoding",
     "connection",
+    "keep-alive",
+    "upgrade",
+    "trailer",
 ];
 
 impl StoredResponse {

@@ -52,7 +52,7 @@ async fn create<H: Hooks<Error = AppError>>(
         let id = uuid::Uuid::new_v4();
         sqlx::query("INSERT INTO transfers (id, api_key, from_account, to_account, amount_cents) VALUES ($1, $2, $3, $4, $5)")
             .bind(id).bind(&scope).bind(&transfer.from).bind(&transfer.to).bind(transfer.amount_cents)
-            .execute(&mut *tx).await.map_err(Refusal::Store)?;
+            .execute(&mut *tx).await.map_err(AppError::database)?;
         let reply = Reply::created(format!("/transfers/{id}"), &transfer).map_err(AppError::invalid)?;
         Ok((tx, reply))
     }).await)
@@ -78,6 +78,18 @@ pub struct AppError(pub StatusCode, pub String);
 impl AppError {
     fn invalid(e: serde_json::Error) -> Self {
         Self(StatusCode::UNPROCESSABLE_ENTITY, e.to_string())
+    }
+
+    /// Data the database refuses (class 22, 23: a NUL in a text, a broken constraint) is the
+    /// request's fault, a definitive 422; anything else may pass, a 503.
+    fn database(e: sqlx::Error) -> Self {
+        match e.as_database_error().and_then(|d| d.code()) {
+            Some(code) if code.starts_with("22") || code.starts_with("23") => Self(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "the database refused the transfer".into(),
+            ),
+            _ => Refusal::Store(e).into(),
+        }
     }
 }
 

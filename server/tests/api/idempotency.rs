@@ -285,10 +285,9 @@ async fn keys_past_the_retention_window_are_purged_and_reuse_is_a_new_request() 
     .await
     .unwrap();
 
-    let purged =
-        once_pg::purge(&app.db, Duration::from_secs(24 * 3600))
-            .await
-            .unwrap();
+    let purged = once_pg::purge(&app.db, Duration::from_secs(24 * 3600))
+        .await
+        .unwrap();
     assert_eq!(purged, 1);
     assert_eq!(app.key_state("old-1").await, None);
     assert_eq!(app.key_state("fresh-1").await.as_deref(), Some("completed"));
@@ -316,9 +315,7 @@ async fn purge_spares_running_requests_and_counts_retention_from_the_finish() {
     .await
     .unwrap();
 
-    let purged = once_pg::purge(&app.db, day)
-        .await
-        .unwrap();
+    let purged = once_pg::purge(&app.db, day).await.unwrap();
     assert_eq!(purged, 0, "nothing has been finished for a whole day");
     assert_eq!(
         app.key_state("running-1").await.as_deref(),

@@ -13,6 +13,9 @@ use tokio::sync::watch;
 
 use crate::hooks::{Hooks, ProtocolError, Refusal};
 
+/// How long a held request waits for its gate before going on by itself.
+const HOLD_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// Faults by key: hold a key's execution at a gate, or fail it once.
 pub struct Gates<E> {
     inner: Arc<Mutex<State>>,
@@ -90,7 +93,9 @@ impl<E: ProtocolError> Hooks for Gates<E> {
             (open, fail)
         };
         if let Some(open) = open.as_mut() {
-            let _ = open.wait_for(|is_open| *is_open).await;
+            // Bounded: a test that fails before opening its gate must not hold a
+            // transaction and a connection for good.
+            let _ = tokio::time::timeout(HOLD_LIMIT, open.wait_for(|is_open| *is_open)).await;
         }
         match fail {
             Some(_) => Err(Refusal::Store(sqlx::Error::PoolTimedOut).into()),
