@@ -21,11 +21,13 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
-use crate::{error::ProviderError, settings::SharedSettings, startup::ProviderState, webhooks};
+use crate::{
+    charge::Charge, error::ProviderError, settings::SharedSettings, state::ProviderState, webhooks,
+};
 
 pub const CARD_DECLINED: &str = "4000000000000002";
 pub const CARD_DROP_RESPONSE: &str = "4000000000000259";
@@ -47,19 +49,6 @@ struct ChargeRequest {
     card_number: String,
     /// The merchant's own reference for this charge (Once sends its payment attempt id).
     reference: String,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct Charge {
-    pub id: String,
-    pub tx_no: i64,
-    pub amount_cents: i64,
-    pub currency: String,
-    pub card_last4: String,
-    pub reference: String,
-    pub status: String,
-    pub failure_code: Option<String>,
-    pub created_at: chrono::DateTime<chrono::Utc>,
 }
 
 async fn create(

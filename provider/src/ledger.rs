@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sqlx::PgPool;
 
-use crate::{error::ProviderError, startup::ProviderState};
+use crate::{error::ProviderError, state::ProviderState};
 
 /// One ledger entry: a charge (`kind: charge`, its status) or a refund (`kind: refund`,
 /// status `refunded`, naming the charge it gave back).

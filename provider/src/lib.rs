@@ -9,6 +9,7 @@
 //! * [`settings`]: the chaos knobs (duplicates, shuffle, delay, drop, webhooks lost for good,
 //!   charging twice) and the webhook URL.
 
+pub mod charge;
 pub mod charges;
 pub mod config;
 pub mod error;
@@ -16,4 +17,5 @@ pub mod ledger;
 pub mod refunds;
 pub mod settings;
 pub mod startup;
+pub mod state;
 pub mod webhooks;

@@ -16,11 +16,8 @@ use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
 use crate::{
-    charges::{idempotency_key, Charge},
-    error::ProviderError,
-    settings::SharedSettings,
-    startup::ProviderState,
-    webhooks,
+    charge::Charge, charges::idempotency_key, error::ProviderError, settings::SharedSettings,
+    state::ProviderState, webhooks,
 };
 
 pub fn router() -> Router<ProviderState> {

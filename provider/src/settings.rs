@@ -3,10 +3,12 @@
 
 use std::sync::{Arc, RwLock};
 
-use axum::{extract::State, routing::get, Json, Router};
+use axum::{
+    extract::{FromRef, State},
+    routing::get,
+    Json, Router,
+};
 use serde::{Deserialize, Serialize};
-
-use crate::startup::ProviderState;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -55,7 +57,12 @@ impl SharedSettings {
     }
 }
 
-pub fn router() -> Router<ProviderState> {
+/// The knobs' routes, for any state that holds the settings.
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    SharedSettings: FromRef<S>,
+{
     Router::new().route("/v1/admin/chaos", get(show).post(update))
 }
 

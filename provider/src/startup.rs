@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use axum::{extract::FromRef, routing::get, Router};
+use axum::{routing::get, Router};
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     ConnectOptions, Connection, PgPool,
@@ -14,14 +14,9 @@ use crate::{
     config::Config,
     ledger, refunds,
     settings::{self, Settings, SharedSettings},
+    state::ProviderState,
     webhooks,
 };
-
-#[derive(Clone, FromRef)]
-pub struct ProviderState {
-    pub db: PgPool,
-    pub settings: SharedSettings,
-}
 
 pub struct Application {
     listener: TcpListener,

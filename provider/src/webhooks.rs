@@ -13,7 +13,7 @@ use sha2::Sha256;
 use sqlx::{PgConnection, PgPool};
 
 use crate::{
-    charges::Charge,
+    charge::Charge,
     settings::{Chaos, Settings, SharedSettings},
 };
 
