@@ -14,7 +14,10 @@ pub mod status;
 
 use std::sync::Arc;
 
-use axum::extract::FromRef;
+use axum::{
+    extract::{FromRef, FromRequestParts},
+    http::request::Parts,
+};
 use once_axum::{Counted, Executor, Hooks};
 use once_core::IdempotentRequest;
 use once_pg::Existing;
@@ -59,6 +62,21 @@ impl FromRef<AppState> for Idempotency {
             keys_per_hour: state.config.limits.keys_per_hour,
             hooks,
         }
+    }
+}
+
+/// The shop's executor for this request, with the request's test-time faults bound.
+pub struct RequestExecutor(pub Idempotency);
+
+impl FromRequestParts<AppState> for RequestExecutor {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        state: &AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let faults = FaultRequest::of(&state.faults, &parts.headers);
+        Ok(Self(with_faults(&Idempotency::from_ref(state), faults)))
     }
 }
 

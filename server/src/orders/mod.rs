@@ -23,8 +23,7 @@ use crate::{
     config::Config,
     error::ApiError,
     extract::ApiJson,
-    faults::FaultRequest,
-    idempotency::{with_faults, Idempotency, RequestKey},
+    idempotency::{Idempotency, RequestExecutor, RequestKey},
     openapi::IdempotencyKeyHeader,
     session::{NamedShopper, Shopper},
     state::AppState,
@@ -70,17 +69,15 @@ pub fn router() -> OpenApiRouter<AppState> {
     ]))),
 )]
 async fn create(
-    State(idem): State<Idempotency>,
+    RequestExecutor(idem): RequestExecutor,
     State(config): State<Arc<Config>>,
     shopper: NamedShopper,
     key: RequestKey,
-    faults: FaultRequest,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, CREATE_ORDER, &body);
     let max_pending = config.limits.pending_orders;
-    let idem = with_faults(&idem, faults);
     Ok(create_order(&idem, request, new_order, store::Door::Api, max_pending).await)
 }
 

@@ -43,8 +43,7 @@ use crate::{
     config::Config,
     error::ApiError,
     extract::ApiJson,
-    faults::FaultRequest,
-    idempotency::{with_faults, Idempotency, RequestKey},
+    idempotency::{RequestExecutor, RequestKey},
     openapi::IdempotencyKeyHeader,
     session::{ExistingShopper, Shopper},
     state::AppState,
@@ -124,13 +123,12 @@ fn pay_operation(order_id: Uuid) -> String {
     ]))),
 )]
 async fn pay(
-    State(idem): State<Idempotency>,
+    RequestExecutor(idem): RequestExecutor,
     State(provider): State<ProviderClient>,
     State(config): State<Arc<Config>>,
     shopper: ExistingShopper,
     Path(id): Path<String>,
     key: RequestKey,
-    faults: FaultRequest,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let order_id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
@@ -144,7 +142,6 @@ async fn pay(
         lease: idem.lease,
         grace: config.payment_settle_grace,
     };
-    let idem = with_faults(&idem, faults);
     Ok(idem
         .execute(request, move |db| {
             charge_order(db, provider, rules, shopper.id, order_id, attempt, card)

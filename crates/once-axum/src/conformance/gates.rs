@@ -78,10 +78,8 @@ impl<E: ProtocolError> Hooks for Gates<E> {
         let key = req.key.as_str();
         let (mut open, fail) = {
             let mut state = self.inner.lock().expect("gates");
-            let fail = match state.fails.iter().position(|k| k == key) {
-                Some(at) => Some(state.fails.remove(at)),
-                None => None,
-            };
+            let fail = state.fails.iter().position(|k| k == key);
+            let fail = fail.map(|at| state.fails.remove(at));
             let open = state.holds.remove(key).map(|gate| {
                 let entry = state
                     .gates
