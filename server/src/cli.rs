@@ -8,7 +8,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::{config::Config, db, fulfillment::Fulfillment, metrics::Metrics, operator, workers};
+use crate::{config::Config, credentials, db, fulfillment::Fulfillment, metrics::Metrics, workers};
 
 async fn database(config: &Config) -> anyhow::Result<PgPool> {
     db::ensure_database(&config.database_url).await?;
@@ -92,7 +92,7 @@ pub fn hash_password(mut input: impl Read) -> anyhow::Result<String> {
         !password.is_empty(),
         "give the password on stdin, e.g. `printf %s \"$PASSWORD\" | server hash-password`"
     );
-    operator::auth::hash_password(password)
+    credentials::hash_password(password)
 }
 
 #[cfg(test)]
@@ -112,7 +112,7 @@ mod tests {
                 .unwrap()
             };
             assert!(
-                operator::auth::password_ok(&config, "correct horse"),
+                crate::operator::auth::password_ok(&config, "correct horse"),
                 "{input:?}"
             );
         }

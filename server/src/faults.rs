@@ -19,14 +19,14 @@ use std::{
 };
 
 use axum::{
-    extract::{FromRequestParts, Path, State},
+    extract::{FromRef, FromRequestParts, Path, State},
     http::{request::Parts, HeaderMap, StatusCode},
     routing::{get, post},
     Json, Router,
 };
 use tokio::sync::watch;
 
-use crate::{error::ApiError, state::AppState};
+use crate::error::ApiError;
 
 /// How long a held request waits for its gate before giving up by itself.
 const HOLD_LIMIT: Duration = Duration::from_secs(120);
@@ -75,14 +75,15 @@ impl FaultRequest {
 }
 
 /// The extractor of a request's test-time faults (empty with fault injection off).
-impl FromRequestParts<AppState> for FaultRequest {
+impl<S> FromRequestParts<S> for FaultRequest
+where
+    S: Send + Sync,
+    Faults: FromRef<S>,
+{
     type Rejection = std::convert::Infallible;
 
-    async fn from_request_parts(
-        parts: &mut Parts,
-        state: &AppState,
-    ) -> Result<Self, Self::Rejection> {
-        Ok(Self::of(&state.faults, &parts.headers))
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        Ok(Self::of(&Faults::from_ref(state), &parts.headers))
     }
 }
 
@@ -162,7 +163,11 @@ impl Faults {
     }
 
     /// The control routes, mounted only when fault injection is on.
-    pub fn router(&self) -> Router<AppState> {
+    pub fn router<S>(&self) -> Router<S>
+    where
+        S: Clone + Send + Sync + 'static,
+        Faults: FromRef<S>,
+    {
         if !self.enabled {
             return Router::new();
         }

@@ -17,7 +17,7 @@ use axum::{
 use once_events::Counter;
 use sqlx::PgPool;
 
-use crate::{config::Config, error::ApiError, operator::auth::secret_matches};
+use crate::{config::Config, credentials::secret_matches, error::ApiError};
 
 #[derive(Default)]
 pub struct Metrics {

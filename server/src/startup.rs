@@ -23,9 +23,9 @@ use once_events::bus;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, checkout, config::Config, connections, db, faults::Faults, fulfillment, headers, health,
-    openapi, operator, origin, payments::provider::ProviderClient, refusals, retention, session,
-    ssr, state::AppState, throttle, workers,
+    api, checkout, config::Config, connections, credentials, db, faults::Faults, fulfillment,
+    headers, health, openapi, operator, origin, provider_client::ProviderClient, refusals,
+    retention, session, ssr, state::AppState, throttle, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -96,7 +96,7 @@ impl Application {
 
     /// What the relay, the consumers and the mailer of this instance work with.
     pub fn worker_context(&self) -> workers::Context {
-        self.state.worker_context()
+        workers::Context::of(&self.state)
     }
 
     /// Serves until `shutdown` resolves, then lets in-flight requests finish.
@@ -117,7 +117,7 @@ impl Application {
         ));
         let stop = CancellationToken::new();
         let workers = if self.state.config.events.run_workers {
-            workers::spawn(&self.state.worker_context(), &workers::ALL, &stop)
+            workers::spawn(&workers::Context::of(&self.state), &workers::ALL, &stop)
                 .await
                 .map_err(std::io::Error::other)?
         } else {
@@ -222,12 +222,12 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
 /// for this run, printed once here and kept nowhere else. Nothing is open by default.
 fn make_missing_secrets(config: &mut Config) {
     if config.operator_password.is_none() && config.operator_password_hash.is_none() {
-        let password = operator::auth::random_secret(20);
+        let password = credentials::random_secret(20);
         println!("operator console: /operator, password for this run: {password}");
         config.operator_password = Some(password);
     }
     if config.metrics_token.is_none() {
-        let token = operator::auth::random_secret(32);
+        let token = credentials::random_secret(32);
         println!("metrics: /metrics, bearer token for this run: {token}");
         config.metrics_token = Some(token);
     }

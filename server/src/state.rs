@@ -11,8 +11,7 @@ use sqlx::PgPool;
 use once_events::bus::Bus;
 
 use crate::{
-    config::Config, db::Readers, faults::Faults, metrics::Metrics,
-    payments::provider::ProviderClient, workers,
+    config::Config, db::Readers, faults::Faults, metrics::Metrics, provider_client::ProviderClient,
 };
 
 /// Everything a handler may need. axum clones it for every request, so whatever is more
@@ -31,17 +30,6 @@ pub struct AppState {
     pub bus: Arc<dyn Bus>,
     /// The secrets request fingerprints are keyed with (`once_core::fingerprint`).
     pub fingerprints: FingerprintKeys,
-}
-
-impl AppState {
-    pub fn worker_context(&self) -> workers::Context {
-        workers::Context {
-            db: self.db.clone(),
-            config: (*self.config).clone(),
-            bus: self.bus.clone(),
-            metrics: self.metrics.clone(),
-        }
-    }
 }
 
 /// For the Leptos routes, which take their options from the state by value.

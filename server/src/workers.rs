@@ -17,12 +17,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    config::Config,
-    fulfillment::Fulfillment,
-    mailer::Mailer,
-    metrics::Metrics,
-    payments::{provider::ProviderClient, settle::SettleRules},
-    reconcile::Reconciler,
+    config::Config, fulfillment::Fulfillment, mailer::Mailer, metrics::Metrics,
+    payments::settle::SettleRules, provider_client::ProviderClient, reconcile::Reconciler,
+    state::AppState,
 };
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +63,16 @@ pub struct Context {
 }
 
 impl Context {
+    /// What the workers of this instance work with, from the state the handlers share.
+    pub fn of(state: &AppState) -> Self {
+        Self {
+            db: state.db.clone(),
+            config: (*state.config).clone(),
+            bus: state.bus.clone(),
+            metrics: state.metrics.clone(),
+        }
+    }
+
     pub fn retry_policy(&self) -> RetryPolicy {
         let events = &self.config.events;
         RetryPolicy {

@@ -15,7 +15,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::Event;
-use crate::{error::ApiError, payments::provider::ProviderClient};
+use crate::{error::ApiError, provider_client::ProviderClient};
 
 /// `event`, or [`Event::Unconfirmed`] when it could change its attempt and the provider does
 /// not list its charge for the attempt with the status it claims.

@@ -32,10 +32,8 @@ use uuid::Uuid;
 
 use crate::{
     error::ApiError,
-    payments::{
-        apply::{self, Applied, ApplyError, ChargeFacts},
-        provider::ProviderClient,
-    },
+    payments::apply::{self, Applied, ApplyError, ChargeFacts},
+    provider_client::ProviderClient,
     state::AppState,
 };
 use outcome::Outcome;

@@ -314,7 +314,7 @@ impl Config {
              is not obvious"
         );
         if let Some(hash) = &self.operator_password_hash {
-            crate::operator::auth::check_password_hash(hash).map_err(|e| {
+            crate::credentials::check_password_hash(hash).map_err(|e| {
                 anyhow::anyhow!(
                     "OPERATOR_PASSWORD_HASH is not an argon2 PHC string ({e}): make one with \
                      `server hash-password`"

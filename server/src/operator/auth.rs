@@ -5,37 +5,23 @@
 //! constant time, so its length does not leak) or as an argon2 hash
 //! (`OPERATOR_PASSWORD_HASH`, so the configuration holds no password).
 
-use argon2::{
-    password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString},
-    Argon2,
-};
 use axum::http::StatusCode;
 use axum::{
     extract::FromRequestParts,
     http::request::Parts,
     response::{IntoResponse, Redirect, Response},
 };
-use rand::distr::{Alphanumeric, SampleString};
-use rand::Rng;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tower_sessions::Session;
 
-use crate::config::Config;
+use crate::{
+    config::Config,
+    credentials::{hash_matches, random_secret, secret_matches},
+};
 
 const OPERATOR: &str = "operator";
 const CSRF: &str = "operator_csrf";
 const NOTICE: &str = "operator_notice";
-
-/// Whether `given` is the secret `expected` (a password, a token): compared as SHA-256
-/// digests in constant time.
-pub fn secret_matches(expected: &str, given: &str) -> bool {
-    let (a, b) = (
-        Sha256::digest(expected.as_bytes()),
-        Sha256::digest(given.as_bytes()),
-    );
-    a.ct_eq(&b).into()
-}
 
 /// Whether `given` is the operator password, as configured: its argon2 hash, or the plain
 /// password. Checking a hash takes tens of milliseconds of CPU: call it off the runtime's
@@ -46,44 +32,6 @@ pub fn password_ok(config: &Config, given: &str) -> bool {
         (None, Some(password)) => !password.is_empty() && secret_matches(password, given),
         (None, None) => false,
     }
-}
-
-fn hash_matches(phc: &str, given: &str) -> bool {
-    PasswordHash::new(phc).is_ok_and(|hash| {
-        Argon2::default()
-            .verify_password(given.as_bytes(), &hash)
-            .is_ok()
-    })
-}
-
-/// The argon2id PHC string of `password`, with a random salt and argon2's default costs
-/// (`server hash-password`).
-pub fn hash_password(password: &str) -> anyhow::Result<String> {
-    let mut salt = [0u8; 16];
-    rand::rng().fill(&mut salt);
-    let salt = SaltString::encode_b64(&salt).map_err(|e| anyhow::anyhow!("salt: {e}"))?;
-    let hash = Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map_err(|e| anyhow::anyhow!("hashing: {e}"))?;
-    Ok(hash.to_string())
-}
-
-/// Whether `phc` is a hash the login can check: an argon2 PHC string with a hash and
-/// costs argon2 accepts. The server refuses to start with any other, rather than refuse
-/// every login.
-pub fn check_password_hash(phc: &str) -> Result<(), String> {
-    let hash = PasswordHash::new(phc).map_err(|e| e.to_string())?;
-    argon2::Algorithm::try_from(hash.algorithm).map_err(|e| e.to_string())?;
-    argon2::Params::try_from(&hash).map_err(|e| e.to_string())?;
-    match hash.hash {
-        Some(_) => Ok(()),
-        None => Err("it holds no hash".into()),
-    }
-}
-
-/// A random secret: the generated password, or a CSRF token.
-pub fn random_secret(len: usize) -> String {
-    Alphanumeric.sample_string(&mut rand::rng(), len)
 }
 
 /// The session's CSRF token, made on first use.
@@ -181,6 +129,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::credentials::{check_password_hash, hash_password};
 
     #[test]
     fn only_the_secret_matches_whatever_its_length() {

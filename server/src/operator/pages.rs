@@ -240,7 +240,7 @@ pub async fn run_reconciler(
     }
     // Its own task: a request abandoned halfway (a closed tab, a proxy timeout) does not
     // cut the run short between a repair and its record.
-    let reconciler = state.worker_context().reconciler();
+    let reconciler = crate::workers::Context::of(&state).reconciler();
     let run = tokio::spawn(async move { reconciler.try_execute_task().await }).await;
     let notice = match run {
         Ok(Ok(Some(run))) => format!(
@@ -280,10 +280,13 @@ pub async fn refund_finding(
     if !auth::csrf_ok(&operator.session, &form.csrf).await {
         return Ok(forbidden());
     }
-    let notice = match reconcile::refund_finding(&state.worker_context().reconciler(), id).await? {
-        true => "Refunded, and the finding is resolved.",
-        false => "That finding has no charge to refund, or is not open.",
-    };
+    let notice =
+        match reconcile::refund_finding(&crate::workers::Context::of(&state).reconciler(), id)
+            .await?
+        {
+            true => "Refunded, and the finding is resolved.",
+            false => "That finding has no charge to refund, or is not open.",
+        };
     Ok(back(&operator.session, "/operator/reconciliation", notice).await)
 }
 

@@ -19,11 +19,23 @@ use once_events::outbox;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
+use crate::provider_client::Charge;
+
 /// What the provider says was charged.
 pub struct ChargeFacts {
     pub charge_id: String,
     pub amount_cents: i64,
     pub currency: String,
+}
+
+impl ChargeFacts {
+    pub fn of(charge: &Charge) -> Self {
+        Self {
+            charge_id: charge.id.clone(),
+            amount_cents: charge.amount_cents,
+            currency: charge.currency.clone(),
+        }
+    }
 }
 
 /// What applying a success did.

@@ -22,7 +22,6 @@
 
 pub mod apply;
 mod problems;
-pub mod provider;
 pub mod settle;
 pub mod store;
 
@@ -45,10 +44,10 @@ use crate::{
     extract::ApiJson,
     idempotency::{RequestExecutor, RequestKey},
     openapi::IdempotencyKeyHeader,
+    provider_client::{ChargeOrder, ProviderClient},
     session::{ExistingShopper, Shopper},
     state::AppState,
 };
-use provider::ProviderClient;
 use settle::SettleRules;
 use store::{AttemptKey, AttemptRefused, PaymentView};
 
@@ -170,7 +169,15 @@ async fn charge_order(
     let stamp = || async { Ok(store::stamp_charge_call(&db, payment.id).await?) };
     let charged = match payment.status.as_str() {
         // Every call first stamps the attempt, on a pending one only (see `settle`).
-        "pending" => provider.charge(&payment, &card, stamp).await,
+        "pending" => {
+            let order = ChargeOrder {
+                payment_id: payment.id,
+                amount_cents: payment.amount_cents,
+                currency: &payment.currency,
+                card_number: card.as_str(),
+            };
+            provider.charge(&order, stamp).await
+        }
         _ => Ok(None),
     };
     let charge = match charged {
@@ -194,7 +201,7 @@ async fn charge_order(
     let mut tx = db.begin().await?;
     match charge.status.as_str() {
         "succeeded" => {
-            apply::charge_succeeded(&mut tx, payment.id, &charge.facts()).await?;
+            apply::charge_succeeded(&mut tx, payment.id, &apply::ChargeFacts::of(&charge)).await?;
         }
         "failed" => {
             let code = charge.failure_code.as_deref().unwrap_or("declined");

@@ -21,8 +21,9 @@ use std::time::Duration;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{apply, provider::ProviderClient, store};
+use super::{apply, store};
 use crate::error::ApiError;
+use crate::provider_client::ProviderClient;
 
 /// The failure code of an attempt closed because the provider never charged it.
 pub const NOT_CHARGED: &str = "not_charged";
@@ -52,7 +53,7 @@ pub async fn abandoned_attempt(
     let charges = provider.charges_for(blocker.id).await?;
     let mut tx = db.begin().await?;
     if let Some(charge) = charges.iter().find(|c| c.status == "succeeded") {
-        apply::charge_succeeded(&mut tx, blocker.id, &charge.facts()).await?;
+        apply::charge_succeeded(&mut tx, blocker.id, &apply::ChargeFacts::of(&charge)).await?;
     } else if charges.iter().any(|c| c.status != "failed") {
         return Err(ApiError::PaymentInProgress);
     } else {

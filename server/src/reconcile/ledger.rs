@@ -21,10 +21,8 @@ use super::{
 };
 use crate::{
     error::ApiError,
-    payments::{
-        apply::{self, Applied, ApplyError},
-        provider::Charge,
-    },
+    payments::apply::{self, Applied, ApplyError, ChargeFacts},
+    provider_client::Charge,
 };
 
 struct Ours {
@@ -129,22 +127,23 @@ impl Reconciler {
         charge: &Charge,
     ) -> Result<bool, ApiError> {
         let mut tx = self.db.begin().await?;
-        let applied = match apply::charge_succeeded(&mut tx, payment_id, &charge.facts()).await {
-            Ok(applied) => applied,
-            Err(ApplyError::AmountMismatch { .. }) => {
-                let detail = format!("charge {} does not match its order's total", charge.id);
-                return self
-                    .flag(
-                        run_id,
-                        Kind::AmountMismatch,
-                        Some(payment_id),
-                        charge,
-                        detail,
-                    )
-                    .await;
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let applied =
+            match apply::charge_succeeded(&mut tx, payment_id, &ChargeFacts::of(&charge)).await {
+                Ok(applied) => applied,
+                Err(ApplyError::AmountMismatch { .. }) => {
+                    let detail = format!("charge {} does not match its order's total", charge.id);
+                    return self
+                        .flag(
+                            run_id,
+                            Kind::AmountMismatch,
+                            Some(payment_id),
+                            charge,
+                            detail,
+                        )
+                        .await;
+                }
+                Err(e) => return Err(e.into()),
+            };
         match applied {
             Applied::Paid => {
                 let detail = format!(

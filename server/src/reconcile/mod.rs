@@ -51,10 +51,7 @@ pub async fn refund_finding(reconciler: &Reconciler, id: Uuid) -> Result<bool, A
     Ok(findings::resolve(&reconciler.db, id).await?)
 }
 
-use crate::{
-    error::ApiError,
-    payments::{provider::ProviderClient, settle::SettleRules},
-};
+use crate::{error::ApiError, payments::settle::SettleRules, provider_client::ProviderClient};
 
 /// How long a run holds the lease without renewing it; a run renews it every third of that
 /// while it works, and a run that dies leaves it to expire.

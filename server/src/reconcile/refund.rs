@@ -6,7 +6,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::findings::{self, Finding};
-use crate::{error::ApiError, payments::provider::ProviderClient};
+use crate::{error::ApiError, provider_client::ProviderClient};
 
 /// Refunds `charge_id` (taken for `payment_id`, if it names one of ours) and records it,
 /// with `finding` (of run `run_id`) in the same transaction; a payment that was

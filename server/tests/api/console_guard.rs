@@ -182,7 +182,7 @@ async fn failures_and_lockouts_are_counted_on_metrics_once_each() {
 
 #[tokio::test]
 async fn a_password_hash_lets_in_its_password_only() {
-    let hash = server::operator::auth::hash_password("the hashed password").unwrap();
+    let hash = server::credentials::hash_password("the hashed password").unwrap();
     let app = spawn_app_with(|config| {
         config.operator_password = None;
         config.operator_password_hash = Some(hash);

@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use super::{apply::ChargeFacts, store::Attempt, CardNumber};
 use crate::error::ApiError;
 
 const ATTEMPTS: u32 = 4;
@@ -34,6 +33,15 @@ pub struct Charge {
     pub created_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
+/// What one charge asks for: the payment attempt it is for (its id keys the call), the
+/// amount, and the card.
+pub struct ChargeOrder<'a> {
+    pub payment_id: Uuid,
+    pub amount_cents: i64,
+    pub currency: &'a str,
+    pub card_number: &'a str,
+}
+
 /// One page of the provider's ledger (`GET /v1/transactions`).
 #[derive(Debug, Deserialize)]
 pub struct LedgerPage {
@@ -46,16 +54,6 @@ pub struct LedgerPage {
 /// however often and by whomever it is asked for.
 pub fn refund_key(charge_id: &str) -> String {
     format!("once-refund-{charge_id}")
-}
-
-impl Charge {
-    pub fn facts(&self) -> ChargeFacts {
-        ChargeFacts {
-            charge_id: self.id.clone(),
-            amount_cents: self.amount_cents,
-            currency: self.currency.clone(),
-        }
-    }
 }
 
 fn lookup_failed(e: reqwest::Error) -> ApiError {
@@ -175,8 +173,7 @@ impl ProviderClient {
     /// `Ok(None)`: the attempt was closed meanwhile, and was not charged by us.
     pub async fn charge<F, Fut>(
         &self,
-        attempt: &Attempt,
-        card: &CardNumber,
+        order: &ChargeOrder<'_>,
         mut may_call: F,
     ) -> Result<Option<Charge>, ApiError>
     where
@@ -191,18 +188,18 @@ impl ProviderClient {
             if !may_call().await? {
                 return Ok(None);
             }
-            match self.try_charge(attempt, card).await {
+            match self.try_charge(order).await {
                 Ok(charge) => return Ok(Some(charge)),
                 Err(Failure::Rejected(why)) => {
                     // A 4xx: the provider charged nothing, and would refuse a retry alike.
-                    tracing::error!(payment = %attempt.id, %why, "the provider rejected our charge request");
+                    tracing::error!(payment = %order.payment_id, %why, "the provider rejected our charge request");
                     return Err(ApiError::unprocessable(
                         "payment-not-accepted",
                         "the payment provider did not accept this payment; nothing was charged",
                     ));
                 }
                 Err(Failure::Transient(why)) => {
-                    tracing::warn!(payment = %attempt.id, try_no, %why, "provider call failed; retrying with the same key");
+                    tracing::warn!(payment = %order.payment_id, try_no, %why, "provider call failed; retrying with the same key");
                     last = why;
                 }
             }
@@ -212,16 +209,16 @@ impl ProviderClient {
         )))
     }
 
-    async fn try_charge(&self, attempt: &Attempt, card: &CardNumber) -> Result<Charge, Failure> {
+    async fn try_charge(&self, order: &ChargeOrder<'_>) -> Result<Charge, Failure> {
         let response = self
             .http
             .post(format!("{}/v1/charges", self.base_url))
-            .header("idempotency-key", provider_key(attempt.id))
+            .header("idempotency-key", provider_key(order.payment_id))
             .json(&serde_json::json!({
-                "amount_cents": attempt.amount_cents,
-                "currency": attempt.currency,
-                "card_number": card.as_str(),
-                "reference": attempt.id.to_string(),
+                "amount_cents": order.amount_cents,
+                "currency": order.currency,
+                "card_number": order.card_number,
+                "reference": order.payment_id.to_string(),
             }))
             .send()
             .await
