@@ -53,7 +53,7 @@ pub async fn abandoned_attempt(
     let charges = provider.charges_for(blocker.id).await?;
     let mut tx = db.begin().await?;
     if let Some(charge) = charges.iter().find(|c| c.status == "succeeded") {
-        apply::charge_succeeded(&mut tx, blocker.id, &apply::ChargeFacts::of(&charge)).await?;
+        apply::charge_succeeded(&mut tx, blocker.id, &apply::ChargeFacts::of(charge)).await?;
     } else if charges.iter().any(|c| c.status != "failed") {
         return Err(ApiError::PaymentInProgress);
     } else {

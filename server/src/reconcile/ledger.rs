@@ -128,7 +128,7 @@ impl Reconciler {
     ) -> Result<bool, ApiError> {
         let mut tx = self.db.begin().await?;
         let applied =
-            match apply::charge_succeeded(&mut tx, payment_id, &ChargeFacts::of(&charge)).await {
+            match apply::charge_succeeded(&mut tx, payment_id, &ChargeFacts::of(charge)).await {
                 Ok(applied) => applied,
                 Err(ApplyError::AmountMismatch { .. }) => {
                     let detail = format!("charge {} does not match its order's total", charge.id);
