@@ -6,7 +6,7 @@ use axum::extract::{FromRef, FromRequestParts, State};
 use axum::http::{request::Parts, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::{routing::post, Json, Router};
-use once_axum::{Executor, Hooks, ProtocolError, Refusal, Reply, RequestKey};
+use once_axum::{status, Executor, Hooks, ProtocolError, Refusal, Reply, RequestKey};
 use once_core::FingerprintKeys;
 use serde::{Deserialize, Serialize};
 
@@ -22,9 +22,17 @@ impl<H: Clone> FromRef<App<H>> for FingerprintKeys {
     }
 }
 
+impl<H: Clone> FromRef<App<H>> for sqlx::PgPool {
+    fn from_ref(app: &App<H>) -> Self {
+        app.executor.db.clone()
+    }
+}
+
+/// `POST /transfers`, and `GET /idempotency-keys/{key}` for polling after a 409.
 pub fn router<H: Hooks<Error = AppError>>(app: App<H>) -> Router {
     Router::new()
         .route("/transfers", post(create::<H>))
+        .merge(status::router::<App<H>, ApiKey, AppError>())
         .with_state(app)
 }
 
@@ -60,6 +68,12 @@ async fn create<H: Hooks<Error = AppError>>(
 
 /// The scope: the caller's API key.
 pub struct ApiKey(pub String);
+
+impl status::Scope for ApiKey {
+    fn scope(&self) -> &str {
+        &self.0
+    }
+}
 
 impl<S: Sync> FromRequestParts<S> for ApiKey {
     type Rejection = AppError;

@@ -142,3 +142,43 @@ async fn a_refusal_is_stored_and_replayed_like_a_success() {
     assert_eq!(again.status(), 422);
     assert_eq!(again.headers()["idempotent-replayed"], "true");
 }
+
+#[tokio::test]
+async fn a_key_s_status_is_visible_to_its_own_scope_only() {
+    let db = fresh_db().await;
+    let app = App {
+        executor: Executor::new(db.clone(), LEASE, Gates::<AppError>::default()),
+        fingerprints: once_core::FingerprintKeys::new(&["test secret".to_owned()]),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(app)).await });
+    let http = reqwest::Client::new();
+    let made = http
+        .post(format!("{base}/transfers"))
+        .header("x-api-key", "mine")
+        .header("idempotency-key", "t-1")
+        .json(&json!({ "from": "a", "to": "b", "amount_cents": 5 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), 201);
+    let status = |api_key: &'static str| {
+        http.get(format!("{base}/idempotency-keys/t-1"))
+            .header("x-api-key", api_key)
+            .send()
+    };
+    let mine = status("mine").await.unwrap();
+    let (code, headers) = (mine.status(), mine.headers().clone());
+    let text = mine.text().await.unwrap();
+    assert_eq!(code, 200, "{headers:?} {text}");
+    let mine: Value = serde_json::from_str(&text).unwrap();
+
+    assert_eq!(mine["state"], "completed");
+    assert_eq!(mine["response_status"], 201);
+    assert_eq!(
+        mine["location"],
+        made.headers()["location"].to_str().unwrap()
+    );
+    assert_eq!(status("theirs").await.unwrap().status(), 404);
+}
