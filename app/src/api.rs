@@ -4,7 +4,7 @@
 
 use leptos::prelude::*;
 
-use crate::dto::{Cart, Checkout, Order, OrderPage, Product};
+use domain::{Cart, Checkout, Order, OrderPage, Product};
 
 #[server(prefix = "/_fn", endpoint = "list_products")]
 pub async fn list_products() -> Result<Vec<Product>, ServerFnError> {

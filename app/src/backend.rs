@@ -7,7 +7,7 @@ use std::{future::Future, pin::Pin, sync::Arc};
 use leptos::prelude::*;
 use tower_sessions::Session;
 
-use crate::dto::{Cart, Checkout, Order, Product};
+use domain::{Cart, Checkout, Order, Product};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

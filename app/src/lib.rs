@@ -6,7 +6,6 @@ pub mod api;
 #[cfg(feature = "ssr")]
 pub mod backend;
 mod components;
-pub mod dto;
 pub mod messages;
 mod pages;
 pub mod query;

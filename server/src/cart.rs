@@ -11,9 +11,9 @@
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use app::dto::{Cart, CartLine};
+use domain::{Cart, CartLine};
 
-pub const MAX_QUANTITY: u32 = app::dto::MAX_QUANTITY;
+pub const MAX_QUANTITY: u32 = domain::MAX_QUANTITY;
 pub const MAX_LINES: usize = 20;
 
 #[derive(Debug, thiserror::Error)]

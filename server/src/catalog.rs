@@ -5,7 +5,7 @@ use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{error::ApiError, state::AppState};
-use app::dto::Product;
+use domain::Product;
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list))

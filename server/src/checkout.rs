@@ -97,7 +97,7 @@ pub async fn checkout_cart(
     if cart.lines.is_empty() {
         return answer_for(db, session_id, &key).await;
     }
-    let body = app::dto::order_request(&cart);
+    let body = domain::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
     let request = IdempotentRequest::new(
         &checkout.fingerprints,
@@ -141,7 +141,7 @@ async fn answer_for(
     path = "/checkout",
     tag = "orders",
     params(IdempotencyKeyHeader),
-    responses((status = 201, description = "The order made from the cart (or replayed).", body = app::dto::Order,
+    responses((status = 201, description = "The order made from the cart (or replayed).", body = domain::Order,
         headers(
             ("Location" = String, description = "The order's address, `/api/orders/{id}`."),
         ))),

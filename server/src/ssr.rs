@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use app::{
     backend::{Backend, BackendError, BoxFuture, ShopBackend},
-    dto::{Cart, Checkout, Order, Product},
     shell, App,
 };
+use domain::{Cart, Checkout, Order, Product};
 
 use crate::{cart, catalog, orders, page_deadline, refusals, session, state::AppState};
 

@@ -1,9 +1,8 @@
 use leptos::prelude::*;
 
-use crate::{
-    api::{shown_error, SetCartQuantity},
-    dto::{format_money, Cart, CartLine, MAX_QUANTITY},
-};
+use domain::{format_money, Cart, CartLine, MAX_QUANTITY};
+
+use crate::api::{shown_error, SetCartQuantity};
 
 /// The cart's lines, each with its quantity to change and a way to remove it. The forms work
 /// before hydration too (they post to the server function, which sends the shopper back).

@@ -2,7 +2,7 @@ use leptos::prelude::*;
 
 use once_leptos::{Problem, Status};
 
-use crate::dto::Order;
+use domain::Order;
 
 /// What the submit-once hook is doing, in a live region: progress looks like progress, a
 /// refusal looks like an error (and is announced at once).

@@ -8,9 +8,9 @@ use crate::{
         cart_lines::CartLines,
         status_line::{Notice, StatusLine},
     },
-    dto::{Checkout, Order},
     messages, query,
 };
+use domain::{Checkout, Order};
 use once_leptos::{
     reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem, Status,
 };

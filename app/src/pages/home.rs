@@ -4,8 +4,8 @@ use leptos_meta::Title;
 use crate::{
     api::{fresh_key, list_products, AddToCart},
     components::stepper::QuantityStepper,
-    dto::{format_money, Product, MAX_QUANTITY},
 };
+use domain::{format_money, Product, MAX_QUANTITY};
 use once_leptos::new_key;
 
 /// The catalog: rendered on the server, interactive once hydrated.

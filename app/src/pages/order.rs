@@ -6,10 +6,10 @@ use uuid::Uuid;
 use crate::{
     api::{get_order, get_order_progress},
     components::status_line::StatusLine,
-    dto::{
-        format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
-        StatusChange,
-    },
+};
+use domain::{
+    format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
+    StatusChange,
 };
 use once_leptos::{pause, use_submit_once, KeyOwner, Messages, Options, Problem};
 

@@ -1,10 +1,9 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
 
-use crate::{
-    api::list_orders,
-    dto::{format_money, format_time},
-};
+use domain::{format_money, format_time};
+
+use crate::api::list_orders;
 
 /// The shopper's orders, newest first.
 #[component]

@@ -13,7 +13,7 @@ use axum::{
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use app::dto::format_money;
+use domain::format_money;
 
 use crate::{error::ApiError, session::Shopper, state::AppState};
 

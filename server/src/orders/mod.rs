@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
 
-use app::dto::Order;
+use domain::Order;
 pub use new_order::{NewOrder, NewOrderBody};
 
 use crate::{

@@ -7,7 +7,7 @@ use serde_json::json;
 use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 
-use app::dto::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
+use domain::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
 
 use super::NewOrder;
 use once_axum::PgTx;

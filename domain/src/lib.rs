@@ -1,9 +1,11 @@
-//! Data shapes shared by the server and the browser.
+//! The shop's domain types, shared by the server (its API and stores) and the pages (their
+//! server functions and views): products, carts, orders and their status. No protocol, no
+//! framework: the protocol is the `once-*` crates', the pages are `app`'s.
 
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Product {
     pub sku: String,
     pub name: String,
@@ -79,7 +81,7 @@ pub struct OrderPage {
 /// Where an order is in its life. It only ever moves forward:
 /// `pending_payment → paid → fulfilled`, or `pending_payment → cancelled`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum OrderStatus {
     PendingPayment,
@@ -121,7 +123,7 @@ impl OrderStatus {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct OrderItem {
     pub sku: String,
     pub name: String,
@@ -131,7 +133,7 @@ pub struct OrderItem {
 
 /// An order as the API and the pages show it. Prices and totals come from the database.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Order {
     pub id: uuid::Uuid,
     pub order_no: String,
@@ -151,7 +153,7 @@ pub struct Order {
 
 /// The order entered `status` at `at` (RFC 3339).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StatusChange {
     pub status: OrderStatus,
     pub at: String,
@@ -160,7 +162,7 @@ pub struct StatusChange {
 /// How a paid order was fulfilled: `shipped` with a shipment number (and a confirmation
 /// email, once queued), or `backordered` when its stock ran out.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "ssr", derive(utoipa::ToSchema))]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Fulfillment {
     /// `shipped` or `backordered`.
     pub status: String,
