@@ -105,6 +105,15 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         tracing::info!(addr = %self.listener.local_addr()?, "Once is listening");
+        let stop = CancellationToken::new();
+        let workers = if self.state.config.events.run_workers {
+            workers::spawn(&workers::Context::of(&self.state), &workers::ALL, &stop)
+                .await
+                .map_err(std::io::Error::other)?
+        } else {
+            Vec::new()
+        };
+        // Started once the workers are: a start that fails leaves no task behind.
         let purge = tokio::spawn(once_axum::purge::run(
             self.state.db.clone(),
             self.state.config.idempotency_retention,
@@ -115,14 +124,6 @@ impl Application {
             self.state.config.idempotency_retention,
             PURGE_EVERY,
         ));
-        let stop = CancellationToken::new();
-        let workers = if self.state.config.events.run_workers {
-            workers::spawn(&workers::Context::of(&self.state), &workers::ALL, &stop)
-                .await
-                .map_err(std::io::Error::other)?
-        } else {
-            Vec::new()
-        };
         let unused_sessions = tokio::spawn(session::run_forgetting_unused(
             self.state.db.clone(),
             UNUSED_SESSIONS_KEPT,

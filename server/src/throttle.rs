@@ -21,22 +21,15 @@ use tower_sessions::{session::Id, Session};
 
 use crate::{
     client_addr::{client_addr, TrustedProxies},
+    config::Rate,
     error::ApiError,
 };
 
-/// A sustained rate with a burst on top; a rate of 0 turns the limit off.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Rate {
-    pub per_second: u32,
-    pub burst: u32,
-}
-
-impl Rate {
-    fn quota(self) -> Option<Quota> {
-        let per_second = NonZeroU32::new(self.per_second)?;
-        let burst = NonZeroU32::new(self.burst.max(self.per_second))?;
-        Some(Quota::per_second(per_second).allow_burst(burst))
-    }
+/// A rate's quota for the limiter; `None` when the rate turns the limit off.
+fn quota(rate: Rate) -> Option<Quota> {
+    let per_second = NonZeroU32::new(rate.per_second)?;
+    let burst = NonZeroU32::new(rate.burst.max(rate.per_second))?;
+    Some(Quota::per_second(per_second).allow_burst(burst))
 }
 
 /// The limits of this process, shared by every request.
@@ -49,8 +42,8 @@ pub struct Throttle {
 impl Throttle {
     pub fn new(per_client: Rate, writes_per_session: Rate, trusted: TrustedProxies) -> Arc<Self> {
         Arc::new(Self {
-            per_client: per_client.quota().map(RateLimiter::keyed),
-            writes_per_session: writes_per_session.quota().map(RateLimiter::keyed),
+            per_client: quota(per_client).map(RateLimiter::keyed),
+            writes_per_session: quota(writes_per_session).map(RateLimiter::keyed),
             trusted,
         })
     }

@@ -3,14 +3,48 @@
 
 pub use imp::*;
 
+use crate::{Options, Problem};
+
+/// What the server knows of a key, asked before a stored intent is resumed.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub(crate) enum KeyState {
+    /// It has the key (running, completed or failed): sending again is a replay or a wait.
+    Known,
+    /// It never saw the key.
+    Unknown,
+    /// No answer.
+    Unreachable,
+}
+
+/// How an intent's delivery ended.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub(crate) enum Outcome {
+    Done(serde_json::Value),
+    Refused(Problem),
+    /// Out of patience, a server error, or cancelled: the text to show; the key is kept.
+    GaveUp(String),
+}
+
+/// What a delivery needs of its submit: the page's options, and a way to show progress and
+/// to learn that the submit was cancelled. The submit's task implements it.
+#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
+pub(crate) trait Watch {
+    fn options(&self) -> &Options;
+    /// The text shown while a resumed intent waits for its first answer.
+    fn resuming(&self) -> Option<&'static str>;
+    fn progress(&self, text: &str);
+    fn cancelled(&self) -> bool;
+}
+
 #[cfg(feature = "hydrate")]
 mod imp {
     use gloo_net::http::{Request, Response};
     use gloo_timers::future::TimeoutFuture;
 
+    use super::{KeyState, Outcome, Watch};
     use crate::{
         policy::{self, Answer, Next},
-        Intent, KeyState, Outcome, Problem, Ui,
+        Intent, Problem,
     };
 
     pub async fn pause(ms: u32) {
@@ -146,8 +180,8 @@ mod imp {
     }
 
     /// Sends the intent until an answer ends it or the policy gives up.
-    pub(crate) async fn deliver(intent: &Intent, ui: &Ui) -> Outcome {
-        let (policy, messages) = (&ui.shared.options.policy, &ui.shared.options.messages);
+    pub(crate) async fn deliver(intent: &Intent, ui: &dyn Watch) -> Outcome {
+        let (policy, messages) = (&ui.options().policy, &ui.options().messages);
         let mut retry = 0;
         let mut first_wait: Option<f64> = None;
         loop {
@@ -172,7 +206,7 @@ mod imp {
                 Next::AwaitFirst { wait_ms } => {
                     first_wait.get_or_insert_with(now_ms);
                     let slow = waited >= policy.slow_after_ms;
-                    ui.progress(match (slow, ui.resuming) {
+                    ui.progress(match (slow, ui.resuming()) {
                         (true, _) => messages.slow,
                         (false, Some(resuming)) => resuming,
                         (false, None) => messages.waiting_for_first,
@@ -209,7 +243,8 @@ mod imp {
 
 #[cfg(not(feature = "hydrate"))]
 mod imp {
-    use crate::{Intent, KeyState, Outcome, Ui};
+    use super::{KeyState, Outcome, Watch};
+    use crate::Intent;
 
     pub async fn pause(_: u32) {}
     pub fn now_ms() -> f64 {
@@ -228,7 +263,7 @@ mod imp {
     pub(crate) async fn key_state(_: &str) -> KeyState {
         KeyState::Unreachable
     }
-    pub(crate) async fn deliver(_: &Intent, _: &Ui) -> Outcome {
+    pub(crate) async fn deliver(_: &Intent, _: &dyn Watch) -> Outcome {
         Outcome::GaveUp(String::new())
     }
 }

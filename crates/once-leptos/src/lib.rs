@@ -37,7 +37,8 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
 pub use options::{KeyOwner, Messages, Options, Origin, Problem, Status};
 pub use policy::RetryPolicy;
-use task::{KeyState, Outcome, Ui};
+use browser::{KeyState, Outcome};
+use task::Ui;
 
 /// The state a page binds to. Cheap to copy into closures.
 #[derive(Clone, Copy)]

@@ -6,27 +6,10 @@ use std::sync::{atomic::Ordering, Arc};
 
 use leptos::prelude::*;
 
-use crate::{browser, Intent, KeyOwner, Origin, Problem, Shared, Status, SubmitOnce};
-
-/// What the server knows of a key, asked before a stored intent is resumed.
-#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-pub(super) enum KeyState {
-    /// It has the key (running, completed or failed): sending again is a replay or a wait.
-    Known,
-    /// It never saw the key.
-    Unknown,
-    /// No answer.
-    Unreachable,
-}
-
-/// How an intent's delivery ended.
-#[cfg_attr(not(feature = "hydrate"), allow(dead_code))]
-pub(super) enum Outcome {
-    Done(serde_json::Value),
-    Refused(Problem),
-    /// Out of patience, a server error, or cancelled: the text to show; the key is kept.
-    GaveUp(String),
-}
+use crate::{
+    browser::{self, Outcome, Watch},
+    Intent, KeyOwner, Options, Origin, Shared, Status, SubmitOnce,
+};
 
 /// A submit's view of its page: every touch checks that the page is still there.
 pub(super) struct Ui {
@@ -117,5 +100,25 @@ impl Ui {
         if self.shared.options.key_owner == KeyOwner::Tab && origin == Origin::ThisPage {
             self.hook.key.try_set(browser::new_key());
         }
+    }
+}
+
+/// What a delivery watches: the page's options, whether the submit was cancelled, and
+/// where its progress is shown.
+impl Watch for Ui {
+    fn options(&self) -> &Options {
+        &self.shared.options
+    }
+
+    fn resuming(&self) -> Option<&'static str> {
+        self.resuming
+    }
+
+    fn progress(&self, text: &str) {
+        Ui::progress(self, text)
+    }
+
+    fn cancelled(&self) -> bool {
+        Ui::cancelled(self)
     }
 }

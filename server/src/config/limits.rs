@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::{client_addr::TrustedProxies, throttle::Rate};
+use crate::client_addr::TrustedProxies;
 
 /// Bounds on what one client, one session and all connections together may take
 /// (docs/design.md, "Hostile traffic").
@@ -65,4 +65,11 @@ pub struct DbLimits {
     /// `idle_in_transaction_session_timeout`: a transaction left idle this long (its
     /// process paused or gone) is ended by the server, releasing its locks.
     pub idle_in_transaction_timeout: Duration,
+}
+
+/// A sustained rate with a burst on top; a rate of 0 turns the limit off (`throttle`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rate {
+    pub per_second: u32,
+    pub burst: u32,
 }

@@ -7,9 +7,9 @@ use leptos::config::{Env, LeptosOptions};
 
 mod limits;
 
-pub use limits::{DbLimits, Limits, LoginLimits};
+pub use limits::{DbLimits, Limits, LoginLimits, Rate};
 
-use crate::{client_addr::TrustedProxies, throttle::Rate};
+use crate::client_addr::TrustedProxies;
 
 #[derive(Clone, Debug)]
 pub struct Config {

@@ -7,7 +7,7 @@ use proptest::{
     prelude::*,
     test_runner::{Config as RunnerConfig, TestCaseError, TestRunner},
 };
-use server::throttle::Rate;
+use server::config::Rate;
 
 use crate::helpers::*;
 

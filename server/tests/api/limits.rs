@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use server::throttle::Rate;
+use server::config::Rate;
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::TcpStream,

@@ -55,7 +55,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     // One test is one client sending bursts no shopper sends (fifty requests with one key,
     // tabs paying at once, order after order): the rates and quotas are off, and the tests
     // of the limits (limits.rs) turn on the one each tests.
-    let off = server::throttle::Rate {
+    let off = server::config::Rate {
         per_second: 0,
         burst: 0,
     };
