@@ -35,9 +35,9 @@ use std::sync::{
 use leptos::prelude::*;
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
+use browser::{KeyState, Outcome};
 pub use options::{KeyOwner, Messages, Options, Origin, Problem, Status};
 pub use policy::RetryPolicy;
-use browser::{KeyState, Outcome};
 use task::Ui;
 
 /// The state a page binds to. Cheap to copy into closures.
