@@ -224,7 +224,7 @@ impl IntoResponse for ApiError {
 impl From<sqlx::Error> for ApiError {
     fn from(e: sqlx::Error) -> Self {
         crate::db::note_lost_connection(&e);
-        if is_transient_db_error(&e) {
+        if once_events::db_error::is_transient(&e) {
             Self::Unavailable(e.into())
         } else {
             Self::Internal(e.into())
@@ -269,30 +269,6 @@ impl From<serde_json::Error> for ApiError {
 impl From<anyhow::Error> for ApiError {
     fn from(e: anyhow::Error) -> Self {
         Self::Internal(e)
-    }
-}
-
-/// Errors that say "the database is unreachable or busy right now", not "this request is
-/// wrong": lost connections, an exhausted pool, shutdown, serialization failures, a
-/// database that refuses new connections (55000, as during maintenance), and the bounds we
-/// set ourselves running out: a lock wait (55P03), a statement (57014) or an idle
-/// transaction (25P03) that took too long.
-pub fn is_transient_db_error(e: &sqlx::Error) -> bool {
-    match e {
-        sqlx::Error::Io(_)
-        | sqlx::Error::PoolTimedOut
-        | sqlx::Error::PoolClosed
-        | sqlx::Error::Tls(_) => true,
-        sqlx::Error::Protocol(_) | sqlx::Error::WorkerCrashed => true,
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            code.starts_with("08")
-                || code.starts_with("57P")
-                || [
-                    "40001", "40P01", "53300", "55000", "55P03", "57014", "25P03",
-                ]
-                .contains(&code.as_ref())
-        }),
-        _ => false,
     }
 }
 

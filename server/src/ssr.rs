@@ -211,7 +211,7 @@ fn internal(e: impl std::fmt::Display) -> BackendError {
 fn storage(e: sqlx::Error) -> BackendError {
     crate::db::note_lost_connection(&e);
     BackendError {
-        unavailable: crate::error::is_transient_db_error(&e),
+        unavailable: once_events::db_error::is_transient(&e),
         ..internal(e)
     }
 }

@@ -1,12 +1,13 @@
-//! Telling an outage from a failure. The crate's own copy of the rule, so that it needs
-//! nothing from the app that uses it.
+//! Telling an outage from a failure: the one rule for which database errors are worth
+//! waiting out. The consumer runtime retries them without end; an app may use the same rule
+//! for its own answers (the shop answers them 503 with `Retry-After`).
 
 /// Errors that say "the database is unreachable or busy right now", not "this work is
 /// wrong": lost connections, an exhausted pool, shutdown, serialization failures, a
 /// database that refuses new connections (55000, as during maintenance), and the bounds a
 /// session may set running out: a lock wait (55P03), a statement (57014) or an idle
 /// transaction (25P03) that took too long.
-pub(crate) fn is_transient(e: &sqlx::Error) -> bool {
+pub fn is_transient(e: &sqlx::Error) -> bool {
     match e {
         sqlx::Error::Io(_)
         | sqlx::Error::PoolTimedOut

@@ -25,7 +25,7 @@
 
 mod config;
 mod counters;
-mod db_error;
+pub mod db_error;
 pub mod wake;
 
 pub mod bus;

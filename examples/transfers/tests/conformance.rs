@@ -98,8 +98,9 @@ async fn fresh_db() -> PgPool {
     db
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_example_passes_the_conformance_suite() {
+/// The example on port 0, on a fresh database, with test faults by key: its address, its
+/// database and its faults.
+async fn start() -> (String, PgPool, Gates<AppError>) {
     let db = fresh_db().await;
     let gates = Gates::default();
     let app = App {
@@ -109,25 +110,25 @@ async fn the_example_passes_the_conformance_suite() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router(app)).await });
-    let subject = Transfers {
+    (base, db, gates)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_example_passes_the_conformance_suite() {
+    let (base, db, gates) = start().await;
+    let http = reqwest::Client::new();
+    run_all(&Transfers {
         base,
         db,
         gates,
-        http: reqwest::Client::new(),
-    };
-    run_all(&subject).await;
+        http,
+    })
+    .await;
 }
 
 #[tokio::test]
 async fn a_refusal_is_stored_and_replayed_like_a_success() {
-    let db = fresh_db().await;
-    let app = App {
-        executor: Executor::new(db.clone(), LEASE, Gates::<AppError>::default()),
-        fingerprints: once_core::FingerprintKeys::new(&["test secret".to_owned()]),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router(app)).await });
+    let (base, _, _) = start().await;
     let http = reqwest::Client::new();
     let send = || {
         http.post(format!("{base}/transfers"))
@@ -145,14 +146,7 @@ async fn a_refusal_is_stored_and_replayed_like_a_success() {
 
 #[tokio::test]
 async fn a_key_s_status_is_visible_to_its_own_scope_only() {
-    let db = fresh_db().await;
-    let app = App {
-        executor: Executor::new(db.clone(), LEASE, Gates::<AppError>::default()),
-        fingerprints: once_core::FingerprintKeys::new(&["test secret".to_owned()]),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router(app)).await });
+    let (base, _, _) = start().await;
     let http = reqwest::Client::new();
     let made = http
         .post(format!("{base}/transfers"))
