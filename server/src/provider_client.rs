@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{de::DeserializeOwned, Deserialize};
 use uuid::Uuid;
 
 use crate::error::ApiError;
@@ -56,6 +56,19 @@ pub fn refund_key(charge_id: &str) -> String {
     format!("once-refund-{charge_id}")
 }
 
+/// A lookup's JSON answer; any failure to get it (no answer, an error status, a body cut
+/// off) is the provider being unavailable.
+async fn get_json<T: DeserializeOwned>(request: reqwest::RequestBuilder) -> Result<T, ApiError> {
+    request
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .map_err(lookup_failed)?
+        .json()
+        .await
+        .map_err(lookup_failed)
+}
+
 fn lookup_failed(e: reqwest::Error) -> ApiError {
     ApiError::Unavailable(anyhow::anyhow!("payment provider call failed: {e}"))
 }
@@ -87,21 +100,8 @@ impl ProviderClient {
     /// Every charge the provider made for one of our attempts (its `reference`), asked once.
     /// This is how an attempt whose outcome is unknown is settled: by asking, never guessing.
     pub async fn charges_for(&self, payment_id: Uuid) -> Result<Vec<Charge>, ApiError> {
-        let unavailable = |e: reqwest::Error| {
-            ApiError::Unavailable(anyhow::anyhow!("payment provider lookup failed: {e}"))
-        };
-        self.http
-            .get(format!(
-                "{}/v1/charges?reference={payment_id}",
-                self.base_url
-            ))
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(unavailable)?
-            .json()
-            .await
-            .map_err(unavailable)
+        let url = format!("{}/v1/charges?reference={payment_id}", self.base_url);
+        get_json(self.http.get(url)).await
     }
 
     /// One page of the ledger: from `since` (a time), or after `cursor` (from the last page).
@@ -116,16 +116,8 @@ impl ProviderClient {
             (None, Some(since)) => query.push(("since", since.to_rfc3339())),
             (None, None) => {}
         }
-        self.http
-            .get(format!("{}/v1/transactions", self.base_url))
-            .query(&query)
-            .send()
-            .await
-            .and_then(|r| r.error_for_status())
-            .map_err(lookup_failed)?
-            .json()
-            .await
-            .map_err(lookup_failed)
+        let url = format!("{}/v1/transactions", self.base_url);
+        get_json(self.http.get(url).query(&query)).await
     }
 
     /// Whether the provider knows the charge `charge_id`.
