@@ -63,7 +63,7 @@ pub async fn dead_letters(config: Config, args: &[String]) -> anyhow::Result<()>
             }
         }
         Some("retry") => {
-            let handler: Arc<dyn Handler> = Arc::new(Fulfillment { db: db.clone() });
+            let handler: Arc<dyn Handler> = Arc::new(Fulfillment);
             let handled = dead_letters::retry(&db, &handler, id()?).await?;
             println!("retried: {handled:?}");
         }

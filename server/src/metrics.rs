@@ -34,6 +34,7 @@ pub struct Metrics {
     pub duplicates_skipped: AtomicU64,
     pub retries: AtomicU64,
     pub dead_letters: AtomicU64,
+    pub batch_splits: AtomicU64,
     pub emails_delivered: AtomicU64,
     pub login_failures: AtomicU64,
     pub login_lockouts: AtomicU64,
@@ -45,7 +46,7 @@ impl Metrics {
     }
 
     fn render(&self) -> String {
-        let rows: [(&str, &str, &AtomicU64); 16] = [
+        let rows: [(&str, &str, &AtomicU64); 17] = [
             (
                 "once_idempotency_executions_total",
                 "Requests that ran the business work.",
@@ -112,6 +113,11 @@ impl Metrics {
                 &self.dead_letters,
             ),
             (
+                "once_consumer_batch_splits_total",
+                "Batches whose transaction failed, their events then applied one at a time.",
+                &self.batch_splits,
+            ),
+            (
                 "once_mailer_delivered_total",
                 "Emails delivered (sent over SMTP or kept).",
                 &self.emails_delivered,
@@ -148,6 +154,7 @@ impl once_events::Counters for Metrics {
             Counter::DuplicateSkipped => &self.duplicates_skipped,
             Counter::Retry => &self.retries,
             Counter::DeadLetter => &self.dead_letters,
+            Counter::BatchSplit => &self.batch_splits,
         });
     }
 }

@@ -92,9 +92,7 @@ impl Context {
 
     /// The fulfillment consumer, subscribed to the bus.
     pub async fn fulfillment(&self) -> anyhow::Result<Consumer> {
-        let handler: Arc<dyn Handler> = Arc::new(Fulfillment {
-            db: self.db.clone(),
-        });
+        let handler: Arc<dyn Handler> = Arc::new(Fulfillment);
         self.consumer(handler).await
     }
 

@@ -14,4 +14,7 @@ pub struct BusConfig {
     pub poll_every: Duration,
     /// How long the JetStream stream keeps messages: the events' retention.
     pub retention: Duration,
+    /// How long JetStream drops a second publish of a message id
+    /// ([`crate::bus::nats::DUPLICATE_WINDOW`] unless a test wants it short).
+    pub nats_duplicate_window: Duration,
 }

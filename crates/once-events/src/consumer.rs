@@ -1,9 +1,15 @@
-//! Running a consumer: fetch deliveries from the bus, hand each event to its [`Handler`],
-//! answer the bus. The same code runs on both buses. The exactly-once part is not here: it
-//! is in each handler's transaction ([`crate::consume_once`]), because the bus delivers at
-//! least once. What is here is what to do when a handler fails: retry with exponential
-//! backoff and full jitter, and after the last try, a dead letter with the last error
-//! (`dead_letters`). The bus does not give up on a message by itself (short of a far
+//! Running a consumer: fetch deliveries from the bus in batches, apply their events, answer
+//! the bus. The same code runs on both buses. The exactly-once part is the transaction
+//! ([`crate::handler::apply_in_one_tx`]): each event is recorded as consumed
+//! ([`crate::consume_once`]) in the transaction of its effects, because the bus delivers at
+//! least once.
+//!
+//! A batch is applied in one transaction and acked at once, which is what lets a consumer
+//! keep up with a busy shop. If that transaction fails, nothing of it stays, and its events
+//! are applied again one transaction each, so one bad event is retried or dead-lettered on
+//! its own and never holds back its neighbours. What to do when an event fails: retry with
+//! exponential backoff and full jitter, and after the last try, a dead letter with the last
+//! error (`dead_letters`). The bus does not give up on a message by itself (short of a far
 //! backstop): this code does, and only once the dead letter is written.
 
 use std::{sync::Arc, time::Duration};
@@ -16,13 +22,14 @@ use crate::{
     bus::{ConsumerSpec, Delivery, Subscription},
     counters::{Counter, Counters},
     dead_letters,
-    handler::{Handled, Handler, HandlerError},
+    handler::{apply_in_one_tx, Handled, Handler, HandlerError},
     outbox::Event,
 };
 
-/// Deliveries fetched at once: one, so that a crash, a stop or a slow handler never spends
-/// the deliveries (and the ack wait) of messages that were not tried yet.
-const BATCH: usize = 1;
+/// Deliveries fetched and applied at once. A consumer that dies holding a batch leaves its
+/// messages to come back after the ack wait, so a batch must take far less than that: a
+/// hundred events take milliseconds.
+pub const BATCH: usize = 100;
 /// A message delivered this many times its tries without an answer has killed its consumer
 /// each time (or hung it past the ack wait): it is written off rather than looped on.
 const UNANSWERED_FACTOR: u32 = 2;
@@ -78,45 +85,98 @@ impl Consumer {
 
     async fn process_all(&self, deliveries: Vec<Delivery>) -> usize {
         let count = deliveries.len();
+        let mut batch = Vec::with_capacity(count);
         for delivery in deliveries {
-            let id = delivery.message.id.clone();
-            if let Err(e) = self.process(delivery).await {
-                // Unanswered: the bus delivers it again after the ack wait.
-                tracing::warn!(consumer = self.handler.name(), message = %id,
-                    error = %format!("{e:#}"), "could not answer a delivery");
+            self.metrics.count(Counter::Delivery);
+            match self.readable(&delivery) {
+                Ok(event) => batch.push((delivery, event)),
+                Err(reason) => {
+                    self.answer(&delivery, Err(HandlerError::Poison(reason)))
+                        .await
+                }
             }
+        }
+        if batch.len() > 1 && self.apply_batch(&batch).await {
+            return count;
+        }
+        // One at a time: a single delivery, or a batch whose transaction failed.
+        for (delivery, event) in &batch {
+            let outcome = apply_in_one_tx(&self.db, self.handler.as_ref(), &[event]).await;
+            let outcome = outcome.map(|handled| handled[0]);
+            self.answer(delivery, outcome).await;
         }
         count
     }
 
-    async fn process(&self, delivery: Delivery) -> anyhow::Result<()> {
-        self.metrics.count(Counter::Delivery);
+    /// The event a delivery carries, or why it will never be applied: a body that is not an
+    /// event, or a message that came back too often without an answer.
+    fn readable(&self, delivery: &Delivery) -> Result<Event, String> {
         if delivery.delivered > UNANSWERED_FACTOR * self.policy.max_attempts {
-            let reason = format!(
+            return Err(format!(
                 "delivered {} times without an answer (its consumer died or hung each time)",
                 delivery.delivered
-            );
-            return self.give_up(&delivery, &reason).await;
+            ));
         }
-        let outcome = match Event::from_message(&delivery.message) {
-            Err(reason) => Err(HandlerError::Poison(reason)),
-            Ok(event) => self.handler.handle(&event).await,
+        Event::from_message(&delivery.message)
+    }
+
+    /// Applies a whole batch in one transaction and acks it; false (nothing applied, nothing
+    /// answered) if the transaction failed.
+    async fn apply_batch(&self, batch: &[(Delivery, Event)]) -> bool {
+        let events: Vec<&Event> = batch.iter().map(|(_, event)| event).collect();
+        let handled = match apply_in_one_tx(&self.db, self.handler.as_ref(), &events).await {
+            Ok(handled) => handled,
+            Err(e) => {
+                self.metrics.count(Counter::BatchSplit);
+                tracing::info!(consumer = self.handler.name(), events = batch.len(),
+                    error = %format!("{e:#}"), "batch failed; applying its events one by one");
+                return false;
+            }
         };
-        match outcome {
+        for handled in handled {
+            self.count_handled(handled);
+        }
+        self.pause_if_asked().await;
+        let deliveries: Vec<&Delivery> = batch.iter().map(|(delivery, _)| delivery).collect();
+        if let Err(e) = self.subscription.ack_all(&deliveries).await {
+            // Unanswered: the bus delivers them again after the ack wait, and the dedup
+            // skips what was applied.
+            tracing::warn!(consumer = self.handler.name(), error = %format!("{e:#}"),
+                "could not ack a batch");
+        }
+        true
+    }
+
+    /// Answers one delivery for what applying its event did.
+    async fn answer(&self, delivery: &Delivery, outcome: Result<Handled, HandlerError>) {
+        let answered = match outcome {
             Ok(handled) => {
-                if handled == Handled::Duplicate {
-                    self.metrics.count(Counter::DuplicateSkipped);
-                }
-                if !self.pause_before_ack.is_zero() {
-                    tokio::time::sleep(self.pause_before_ack).await;
-                }
+                self.count_handled(handled);
+                self.pause_if_asked().await;
                 delivery.acker.ack().await
             }
-            Err(HandlerError::Poison(reason)) => self.give_up(&delivery, &reason).await,
+            Err(HandlerError::Poison(reason)) => self.give_up(delivery, &reason).await,
             Err(HandlerError::Transient(e)) if delivery.delivered >= self.policy.max_attempts => {
-                self.give_up(&delivery, &format!("{e:#}")).await
+                self.give_up(delivery, &format!("{e:#}")).await
             }
-            Err(e) => self.retry_later(&delivery, &e).await,
+            Err(e) => self.retry_later(delivery, &e).await,
+        };
+        if let Err(e) = answered {
+            // Unanswered: the bus delivers it again after the ack wait.
+            tracing::warn!(consumer = self.handler.name(), message = %delivery.message.id,
+                error = %format!("{e:#}"), "could not answer a delivery");
+        }
+    }
+
+    fn count_handled(&self, handled: Handled) {
+        if handled == Handled::Duplicate {
+            self.metrics.count(Counter::DuplicateSkipped);
+        }
+    }
+
+    async fn pause_if_asked(&self) {
+        if !self.pause_before_ack.is_zero() {
+            tokio::time::sleep(self.pause_before_ack).await;
         }
     }
 

@@ -16,6 +16,8 @@ pub enum Counter {
     Retry,
     /// A message given up on, its dead letter written.
     DeadLetter,
+    /// A batch whose transaction failed, so its events were applied one at a time.
+    BatchSplit,
 }
 
 pub trait Counters: Send + Sync {

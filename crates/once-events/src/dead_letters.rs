@@ -1,7 +1,7 @@
 //! Dead letters: messages a consumer gave up on, kept with the last error so that operators
-//! can see them and, once the cause is fixed, retry them. A retry runs the consumer's own
-//! handler on the kept message, so the handler's dedup ([`crate::consume_once`]) still guards it:
-//! retrying a letter whose event was consumed meanwhile does nothing twice.
+//! can see them and, once the cause is fixed, retry them. A retry applies the kept message
+//! as the consumer would, dedup included ([`crate::consume_once`]): retrying a letter whose
+//! event was consumed meanwhile does nothing twice.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     bus::{Delivery, Message},
-    handler::{Handled, Handler, HandlerError},
+    handler::{apply_in_one_tx, Handled, Handler, HandlerError},
     outbox::Event,
 };
 
@@ -102,7 +102,9 @@ pub async fn retry(
     };
     let outcome = match Event::from_message(&message) {
         Err(reason) => Err(HandlerError::Poison(reason)),
-        Ok(event) => handler.handle(&event).await,
+        Ok(event) => apply_in_one_tx(db, handler.as_ref(), &[&event])
+            .await
+            .map(|handled| handled[0]),
     };
     match outcome {
         Ok(handled) => {

@@ -1,5 +1,6 @@
 //! The exactly-once part of consuming: the bus delivers at least once, so each consumer
 //! records each event it applies in `consumed_events`, in the transaction that applies it.
+//! The consumer runtime calls it for every event ([`crate::apply_in_one_tx`]).
 
 use sqlx::PgConnection;
 use uuid::Uuid;

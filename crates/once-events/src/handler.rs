@@ -1,13 +1,16 @@
-//! What a consumer runs for each event, and how it says what happened. A handler starts its
-//! transaction with [`crate::consume_once`] and applies the event's effects in it only when
-//! that says it is the first time.
+//! What a consumer runs for each event, and how it says what happened. A handler applies an
+//! event's effects in a transaction it is handed; the runtime ([`apply_in_one_tx`]) has
+//! recorded the event as consumed in that same transaction first ([`crate::consume_once`]),
+//! and skips the handler for an event consumed before. So no handler can forget the dedup,
+//! and several events can share one transaction, each deduplicated on its own.
 
 use async_trait::async_trait;
+use sqlx::{PgConnection, PgPool};
 
-use crate::{db_error, outbox::Event};
+use crate::{db_error, dedup::consume_once, outbox::Event};
 
-/// What a handler did with an event.
-#[derive(Debug, PartialEq, Eq)]
+/// What became of an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Handled {
     /// Its side effects are committed.
     Done,
@@ -45,5 +48,47 @@ pub trait Handler: Send + Sync {
     /// The durable consumer's name and the subject (event type) it reads.
     fn name(&self) -> &'static str;
     fn subject(&self) -> &'static str;
-    async fn handle(&self, event: &Event) -> Result<Handled, HandlerError>;
+
+    /// Applies `event`'s effects in `tx`, where the event is already recorded as consumed.
+    /// Never commits: the runtime commits the record and the effects together. An error
+    /// undoes both.
+    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError>;
+
+    /// Told when the database was unavailable, for an app that reacts to lost connections
+    /// (the shop makes its pool check its other connections).
+    fn on_unavailable(&self, _error: &sqlx::Error) {}
+}
+
+/// Applies `events` in one transaction: for each, [`consume_once`] and, the first time,
+/// the handler's effects. All commit together or none does; an error names no event, so a
+/// caller that wants to know which one failed runs them one at a time.
+pub async fn apply_in_one_tx(
+    db: &PgPool,
+    handler: &dyn Handler,
+    events: &[&Event],
+) -> Result<Vec<Handled>, HandlerError> {
+    let applied = try_apply(db, handler, events).await;
+    if let Err(HandlerError::Unavailable(e)) = &applied {
+        handler.on_unavailable(e);
+    }
+    applied
+}
+
+async fn try_apply(
+    db: &PgPool,
+    handler: &dyn Handler,
+    events: &[&Event],
+) -> Result<Vec<Handled>, HandlerError> {
+    let mut tx = db.begin().await?;
+    let mut handled = Vec::with_capacity(events.len());
+    for event in events {
+        if consume_once(&mut tx, handler.name(), event.id).await? {
+            handler.apply(&mut tx, event).await?;
+            handled.push(Handled::Done);
+        } else {
+            handled.push(Handled::Duplicate);
+        }
+    }
+    tx.commit().await?;
+    Ok(handled)
 }

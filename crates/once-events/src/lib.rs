@@ -12,10 +12,11 @@
 //! would clash with the app's own in `_sqlx_migrations`; an app without them runs
 //! [`MIGRATOR`]). Write each event with [`outbox::record`] in the transaction of the change
 //! it announces. Connect a bus with [`bus::connect`] and run a [`relay::Relay`]. For each
-//! consumer, implement [`Handler`]: begin a transaction, call [`consume_once`] first and
-//! return [`Handled::Duplicate`] when it says false, otherwise apply the effects and commit.
-//! Subscribe it with [`consumer::Consumer::spec`] and [`bus::Bus::subscribe`], and run the
-//! [`consumer::Consumer`]; the PostgreSQL bus registers a new consumer on its first
+//! consumer, implement [`Handler`]: apply an event's effects in the transaction you are
+//! handed, never committing it; the runtime has recorded the event there with
+//! [`consume_once`] first, skips events consumed before, and commits a batch of events
+//! together. Subscribe it with [`consumer::Consumer::spec`] and [`bus::Bus::subscribe`], and
+//! run the [`consumer::Consumer`]; the PostgreSQL bus registers a new consumer on its first
 //! subscribe. Implement [`Counters`] to count what happens (or pass `()`), and list
 //! [`dead_letters`] for your operators.
 //!
@@ -41,7 +42,7 @@ pub mod dead_letters;
 pub use config::BusConfig;
 pub use counters::{Counter, Counters};
 pub use dedup::consume_once;
-pub use handler::{Handled, Handler, HandlerError};
+pub use handler::{apply_in_one_tx, Handled, Handler, HandlerError};
 
 /// The chain's schema, `migrations/0001_event_chain.sql`, for apps without a migration
 /// history of their own (and for this crate's tests).

@@ -2,45 +2,20 @@
 //! migration: consume_once's guarantee, the PostgreSQL bus's registration and dedup, and a
 //! consumer run end to end.
 
-use std::{
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
-    time::Duration,
-};
+mod common;
 
-use async_trait::async_trait;
+use std::{sync::Arc, time::Duration};
+
 use once_events::{
+    apply_in_one_tx,
     bus::{postgres::PgBus, Bus, ConsumerSpec, Published},
     consume_once,
-    consumer::{Consumer, RetryPolicy},
     outbox::{self, Event},
-    relay::Relay,
-    Counter, Counters, Handled, Handler, HandlerError,
+    Counter, Handled,
 };
-use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
-/// A fresh database with the crate's migration applied. Named like the shop's test
-/// databases, so that scripts/test clears any a killed run left behind.
-async fn fresh_db() -> PgPool {
-    let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
-    let name = format!("once_test_events_{}", Uuid::new_v4().simple());
-    let mut conn = PgConnection::connect(&format!("{admin}/postgres"))
-        .await
-        .expect("admin connection");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&mut conn)
-        .await
-        .expect("database created");
-    let db = PgPool::connect(&format!("{admin}/{name}"))
-        .await
-        .expect("connection");
-    once_events::MIGRATOR.run(&db).await.expect("migrated");
-    db
-}
+use common::{consumer, fresh_db, relay, scalar, Counted, Recorder, SUBJECT};
 
 #[tokio::test]
 async fn an_event_is_consumed_once_per_consumer_and_only_by_a_committed_transaction() {
@@ -128,92 +103,20 @@ async fn the_postgres_bus_registers_a_consumer_on_subscribe_and_stores_a_message
     assert!(again.is_empty(), "an acked message is not delivered again");
 }
 
-/// Counts what the chain reports, as an app's metrics would.
-#[derive(Default)]
-struct Counted {
-    published: AtomicU64,
-    republished: AtomicU64,
-    duplicates_skipped: AtomicU64,
-}
-
-impl Counters for Counted {
-    fn count(&self, counter: Counter) {
-        let counted = match counter {
-            Counter::Published => &self.published,
-            Counter::Republished => &self.republished,
-            Counter::DuplicateSkipped => &self.duplicates_skipped,
-            _ => return,
-        };
-        counted.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// A handler whose effect is a row in `effects`, applied under consume_once.
-struct Recorder {
-    db: PgPool,
-}
-
-#[async_trait]
-impl Handler for Recorder {
-    fn name(&self) -> &'static str {
-        "recorder"
-    }
-
-    fn subject(&self) -> &'static str {
-        "thing.happened"
-    }
-
-    async fn handle(&self, event: &Event) -> Result<Handled, HandlerError> {
-        let mut tx = self.db.begin().await?;
-        if !consume_once(&mut tx, self.name(), event.id).await? {
-            return Ok(Handled::Duplicate);
-        }
-        sqlx::query("INSERT INTO effects (event_id) VALUES ($1)")
-            .bind(event.id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Handled::Done)
-    }
-}
-
 #[tokio::test]
 async fn an_event_republished_and_handled_again_takes_effect_once() {
     let db = fresh_db().await;
-    sqlx::query("CREATE TABLE effects (event_id uuid NOT NULL)")
-        .execute(&db)
-        .await
-        .unwrap();
     let counted = Arc::new(Counted::default());
     let bus: Arc<dyn Bus> = Arc::new(PgBus::new(db.clone(), Duration::from_millis(100)));
-    let handler: Arc<dyn Handler> = Arc::new(Recorder { db: db.clone() });
-    let mut consumer = Consumer {
-        db: db.clone(),
-        subscription: bus
-            .subscribe(&Consumer::spec(handler.as_ref(), Duration::from_secs(30)))
-            .await
-            .unwrap(),
-        handler: handler.clone(),
-        policy: RetryPolicy {
-            max_attempts: 3,
-            base: Duration::from_millis(10),
-            cap: Duration::from_millis(100),
-        },
-        metrics: counted.clone(),
-        pause_before_ack: Duration::ZERO,
-    };
-    let relay = Relay {
-        db: db.clone(),
-        bus,
-        metrics: counted.clone(),
-    };
+    let mut consumer = consumer(&db, bus.as_ref(), &counted).await;
+    let relay = relay(&db, bus, &counted);
 
     let mut tx = db.begin().await.unwrap();
     let id = outbox::record(
         &mut tx,
         "thing",
         Uuid::new_v4(),
-        "thing.happened",
+        SUBJECT,
         serde_json::json!({}),
     )
     .await
@@ -237,22 +140,21 @@ async fn an_event_republished_and_handled_again_takes_effect_once() {
     // Delivered again some other way (a dead letter's retry, another bus): nothing twice.
     let event = Event {
         id,
-        event_type: "thing.happened".into(),
+        event_type: SUBJECT.into(),
         aggregate_type: "thing".into(),
         aggregate_id: Uuid::new_v4(),
         payload: serde_json::json!({}),
         created_at: chrono::Utc::now(),
     };
-    assert_eq!(handler.handle(&event).await.unwrap(), Handled::Duplicate);
+    let again = apply_in_one_tx(&db, &Recorder, &[&event]).await;
+    assert_eq!(again.unwrap(), [Handled::Duplicate]);
 
-    let effects: i64 = sqlx::query_scalar("SELECT count(*) FROM effects")
-        .fetch_one(&db)
-        .await
-        .unwrap();
-    assert_eq!(effects, 1);
-    let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    assert_eq!(scalar(&db, "SELECT count(*) FROM effects").await, 1);
     assert_eq!(
-        (load(&counted.published), load(&counted.republished)),
+        (
+            counted.of(Counter::Published),
+            counted.of(Counter::Republished)
+        ),
         (1, 1)
     );
 }

@@ -105,6 +105,7 @@ impl Events {
             nats_subject_prefix: self.nats_subject_prefix.clone(),
             poll_every: self.poll_every,
             retention: self.retention,
+            nats_duplicate_window: once_events::bus::nats::DUPLICATE_WINDOW,
         }
     }
 }

@@ -1,8 +1,8 @@
 //! The fulfillment consumer: ships each paid order exactly once, however often `order.paid`
-//! arrives. Everything happens in one transaction, which starts by recording the event as
-//! consumed (`once_events::consume_once`): a repeat finds the record and does nothing, and a
-//! crash anywhere before the commit leaves nothing behind to repeat. See docs/design.md,
-//! "Fulfillment".
+//! arrives. Everything happens in the transaction the consumer runtime hands over, where the
+//! event is recorded as consumed first (`once_events::consume_once`): a repeat finds the
+//! record and is never applied, and a crash anywhere before the commit leaves nothing behind
+//! to repeat. Several events may share that transaction. See docs/design.md, "Fulfillment".
 //!
 //! ```text
 //! order.paid ─▶ consumed? ─yes─▶ nothing (ack)
@@ -23,11 +23,10 @@ mod stock;
 
 use async_trait::async_trait;
 use once_events::{
-    consume_once,
     outbox::{self, Event},
-    Handled, Handler, HandlerError,
+    Handler, HandlerError,
 };
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use crate::db;
@@ -57,9 +56,7 @@ impl Outcome {
     }
 }
 
-pub struct Fulfillment {
-    pub db: PgPool,
-}
+pub struct Fulfillment;
 
 #[async_trait]
 impl Handler for Fulfillment {
@@ -71,27 +68,18 @@ impl Handler for Fulfillment {
         SUBJECT
     }
 
-    async fn handle(&self, event: &Event) -> Result<Handled, HandlerError> {
-        // A connection found dead tells the shop's pool to check its others before use.
-        consume(&self.db, event).await.inspect_err(|e| {
-            if let HandlerError::Unavailable(e) = e {
-                db::note_lost_connection(e);
-            }
-        })
+    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError> {
+        let order_id = paid_order(event)?;
+        let outcome = fulfill(tx, order_id).await?;
+        set_outcome(tx, event.id, outcome).await?;
+        tracing::info!(%order_id, event = %event.id, outcome = outcome.as_str(), "order.paid applied");
+        Ok(())
     }
-}
 
-async fn consume(db: &PgPool, event: &Event) -> Result<Handled, HandlerError> {
-    let order_id = paid_order(event)?;
-    let mut tx = db.begin().await?;
-    if !consume_once(&mut tx, CONSUMER, event.id).await? {
-        return Ok(Handled::Duplicate);
+    /// A connection found dead tells the shop's pool to check its others before use.
+    fn on_unavailable(&self, error: &sqlx::Error) {
+        db::note_lost_connection(error);
     }
-    let outcome = fulfill(&mut tx, order_id).await?;
-    set_outcome(&mut tx, event.id, outcome).await?;
-    tx.commit().await?;
-    tracing::info!(%order_id, event = %event.id, outcome = outcome.as_str(), "order.paid consumed");
-    Ok(Handled::Done)
 }
 
 /// The order an `order.paid` event is about; anything else is poison.

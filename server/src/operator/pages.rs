@@ -321,7 +321,7 @@ pub async fn retry_dead_letter(
     if !auth::csrf_ok(&operator.session, &form.csrf).await {
         return forbidden();
     }
-    let handler: Arc<dyn Handler> = Arc::new(Fulfillment { db: db.clone() });
+    let handler: Arc<dyn Handler> = Arc::new(Fulfillment);
     let notice = match dead_letters::retry(&db, &handler, id).await {
         Ok(handled) => format!("Retried: {handled:?}."),
         Err(e) => format!("Not retried: {e}"),

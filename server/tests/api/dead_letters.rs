@@ -66,8 +66,7 @@ async fn a_failing_handler_is_retried_then_dead_lettered_and_a_retry_after_the_f
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let handler: std::sync::Arc<dyn Handler> =
-        std::sync::Arc::new(Fulfillment { db: app.db.clone() });
+    let handler: std::sync::Arc<dyn Handler> = std::sync::Arc::new(Fulfillment);
     dead_letters::retry(&app.db, &handler, id)
         .await
         .expect("the retry ships it");
@@ -192,8 +191,7 @@ async fn a_message_whose_dead_letter_cannot_be_written_is_kept(on: OnBus) {
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let handler: std::sync::Arc<dyn Handler> =
-        std::sync::Arc::new(Fulfillment { db: app.db.clone() });
+    let handler: std::sync::Arc<dyn Handler> = std::sync::Arc::new(Fulfillment);
     dead_letters::retry(&app.db, &handler, id).await.unwrap();
     app.assert_each_order_shipped_once(&orders, MUGS).await;
     app.drop_stream().await;
@@ -232,8 +230,7 @@ async fn a_dead_letter_is_retried_once_however_many_tabs_click_and_a_discard_mea
         .fetch_one(&app.db)
         .await
         .unwrap();
-    let handler: std::sync::Arc<dyn Handler> =
-        std::sync::Arc::new(Fulfillment { db: app.db.clone() });
+    let handler: std::sync::Arc<dyn Handler> = std::sync::Arc::new(Fulfillment);
     let (a, b, discarded) = tokio::join!(
         dead_letters::retry(&app.db, &handler, id),
         dead_letters::retry(&app.db, &handler, id),

@@ -21,6 +21,17 @@ pub enum Published {
     Duplicate,
 }
 
+impl Published {
+    /// `New`, unless the bus said it had the message already.
+    pub fn new_unless(duplicate: bool) -> Self {
+        if duplicate {
+            Self::Duplicate
+        } else {
+            Self::New
+        }
+    }
+}
+
 /// The most deliveries the bus makes of one message: a backstop against a message looping
 /// forever, far beyond the consumer's own limit. The consumer gives up on a message after its
 /// tries, and only once its dead letter is written; if that cannot be written (the database
@@ -39,14 +50,33 @@ pub struct ConsumerSpec {
 
 #[async_trait]
 pub trait Bus: Send + Sync {
-    async fn publish(&self, message: &Message) -> anyhow::Result<Published>;
+    /// Publishes a batch; returns what publishing did to each message, in order. `Ok` only
+    /// once the bus has stored (or recognised) every one of them: a relay marks its events
+    /// published on that answer alone.
+    async fn publish_all(&self, messages: &[Message]) -> anyhow::Result<Vec<Published>>;
     async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>>;
+
+    /// Publishes one message.
+    async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
+        let mut published = self.publish_all(std::slice::from_ref(message)).await?;
+        published
+            .pop()
+            .ok_or_else(|| anyhow::anyhow!("the bus answered nothing for {}", message.id))
+    }
 }
 
 #[async_trait]
 pub trait Subscription: Send + Sync {
-    /// Up to `max` deliveries; waits at most `wait` for the first one.
+    /// Up to `max` deliveries: those ready now, or else the first ones to arrive within `wait`.
     async fn fetch(&mut self, max: usize, wait: Duration) -> anyhow::Result<Vec<Delivery>>;
+
+    /// Acks every delivery in `deliveries`, all at once where the bus can (one statement on
+    /// PostgreSQL); by default, each one's own [`Acker::ack`], concurrently.
+    async fn ack_all(&self, deliveries: &[&Delivery]) -> anyhow::Result<()> {
+        let acks = deliveries.iter().map(|d| d.acker.ack());
+        futures::future::try_join_all(acks).await?;
+        Ok(())
+    }
 }
 
 /// How a delivery is answered.

@@ -10,7 +10,7 @@
 //! The stream is created on first use, not at start: a server whose NATS is away still
 //! starts, and its outbox keeps the events until NATS is back.
 
-use std::time::Duration;
+use std::{future::IntoFuture, time::Duration};
 
 use async_nats::jetstream::{
     self,
@@ -27,8 +27,9 @@ use super::contract::{
 };
 use crate::config::BusConfig;
 
-/// How long JetStream remembers a message id to drop a repeated publish.
-const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
+/// How long JetStream remembers a message id to drop a repeated publish, unless the
+/// configuration says otherwise.
+pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 const MSG_ID: &str = "Nats-Msg-Id";
 
 pub struct NatsBus {
@@ -37,6 +38,7 @@ pub struct NatsBus {
     prefix: String,
     /// How long the stream keeps messages (the events' retention).
     max_age: Duration,
+    duplicate_window: Duration,
     ready: OnceCell<()>,
 }
 
@@ -52,6 +54,7 @@ impl NatsBus {
             stream: config.nats_stream.clone(),
             prefix: config.nats_subject_prefix.clone(),
             max_age: config.retention,
+            duplicate_window: config.nats_duplicate_window,
             ready: OnceCell::new(),
         })
     }
@@ -64,7 +67,7 @@ impl NatsBus {
                     .get_or_create_stream(stream::Config {
                         name: self.stream.clone(),
                         subjects: vec![format!("{}.>", self.prefix)],
-                        duplicate_window: DUPLICATE_WINDOW,
+                        duplicate_window: self.duplicate_window,
                         max_age: self.max_age,
                         ..Default::default()
                     })
@@ -86,18 +89,25 @@ impl NatsBus {
 
 #[async_trait]
 impl Bus for NatsBus {
-    async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
+    /// Pipelined: every message is sent before any PubAck is awaited, and the answer waits
+    /// for all of them. One PubAck missing fails the whole batch, which the relay then
+    /// publishes again; the message ids make the repeats duplicates.
+    async fn publish_all(&self, messages: &[Message]) -> anyhow::Result<Vec<Published>> {
         self.ensure_stream().await?;
-        let subject = format!("{}.{}", self.prefix, message.subject);
-        let publish = PublishMessage::build()
-            .message_id(message.id.as_str())
-            .payload(message.body.clone().into());
-        let ack = self.js.send_publish(subject, publish).await?.await?;
-        Ok(if ack.duplicate {
-            Published::Duplicate
-        } else {
-            Published::New
-        })
+        let mut pending = Vec::with_capacity(messages.len());
+        for message in messages {
+            let subject = format!("{}.{}", self.prefix, message.subject);
+            let publish = PublishMessage::build()
+                .message_id(message.id.as_str())
+                .payload(message.body.clone().into());
+            pending.push(self.js.send_publish(subject, publish).await?);
+        }
+        let acks =
+            futures::future::try_join_all(pending.into_iter().map(IntoFuture::into_future)).await?;
+        Ok(acks
+            .iter()
+            .map(|ack| Published::new_unless(ack.duplicate))
+            .collect())
     }
 
     async fn subscribe(&self, spec: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {

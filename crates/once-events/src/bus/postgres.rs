@@ -4,7 +4,7 @@
 //! `FOR UPDATE SKIP LOCKED` and pushes their visibility out by the ack wait, so a consumer
 //! that dies before it answers gets the message again later, as on JetStream.
 
-use std::time::Duration;
+use std::{collections::HashSet, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::PgPool;
@@ -28,32 +28,37 @@ impl PgBus {
 
 #[async_trait]
 impl Bus for PgBus {
-    async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
-        let id = Uuid::parse_str(&message.id)?;
-        let mut tx = self.db.begin().await?;
-        let stored = sqlx::query!(
-            "INSERT INTO bus_messages (id, subject, body) VALUES ($1, $2, $3)
-             ON CONFLICT ON CONSTRAINT bus_messages_pkey DO NOTHING",
-            id,
-            message.subject,
-            message.body,
+    /// One statement for the whole batch: the messages the bus lacks are stored, and each
+    /// gets a delivery row per consumer of its subject; the ones it has are left alone.
+    async fn publish_all(&self, messages: &[Message]) -> anyhow::Result<Vec<Published>> {
+        let ids = messages
+            .iter()
+            .map(|m| Uuid::parse_str(&m.id))
+            .collect::<Result<Vec<_>, _>>()?;
+        let subjects: Vec<&str> = messages.iter().map(|m| m.subject.as_str()).collect();
+        let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
+        let stored = sqlx::query_scalar!(
+            r#"WITH stored AS (
+                   INSERT INTO bus_messages (id, subject, body)
+                   SELECT * FROM unnest($1::uuid[], $2::text[], $3::bytea[])
+                   ON CONFLICT ON CONSTRAINT bus_messages_pkey DO NOTHING
+                   RETURNING id, subject),
+               delivered AS (
+                   INSERT INTO bus_deliveries (consumer, message_id)
+                   SELECT c.name, s.id FROM stored s JOIN bus_consumers c ON c.subject = s.subject)
+               SELECT id AS "id!" FROM stored"#,
+            &ids[..],
+            &subjects[..] as &[&str],
+            &bodies[..] as &[&[u8]],
         )
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if stored == 0 {
-            return Ok(Published::Duplicate);
-        }
-        sqlx::query!(
-            "INSERT INTO bus_deliveries (consumer, message_id)
-             SELECT name, $1 FROM bus_consumers WHERE subject = $2",
-            id,
-            message.subject,
-        )
-        .execute(&mut *tx)
+        .fetch_all(&self.db)
         .await?;
-        tx.commit().await?;
-        Ok(Published::New)
+        let mut new: HashSet<Uuid> = stored.into_iter().collect();
+        // A message is new if this statement stored it; a second copy in the same batch is not.
+        Ok(ids
+            .iter()
+            .map(|id| Published::new_unless(!new.remove(id)))
+            .collect())
     }
 
     /// Registers the consumer (a `bus_consumers` row) if it is new: from then on every
@@ -158,6 +163,23 @@ impl Subscription for PgSubscription {
         }
         self.wakeup.wait(wait).await;
         self.claim(max).await
+    }
+
+    /// One statement settles the whole batch.
+    async fn ack_all(&self, deliveries: &[&Delivery]) -> anyhow::Result<()> {
+        let ids = deliveries
+            .iter()
+            .map(|d| Uuid::parse_str(&d.message.id))
+            .collect::<Result<Vec<_>, _>>()?;
+        sqlx::query!(
+            "UPDATE bus_deliveries SET settled_at = now()
+              WHERE consumer = $1 AND message_id = ANY($2)",
+            self.spec.name,
+            &ids[..],
+        )
+        .execute(&self.db)
+        .await?;
+        Ok(())
     }
 }
 

@@ -1,0 +1,177 @@
+//! What the chain's tests share: a fresh database, a handler whose effects are rows, counters
+//! that remember what the chain reported, and a relay and consumer wired to one bus.
+
+#![allow(dead_code)] // each test binary uses its own part
+
+use std::{
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use async_trait::async_trait;
+use once_events::{
+    bus::{nats::NatsBus, Bus, Message},
+    consumer::{Consumer, RetryPolicy},
+    outbox::{self, Event},
+    relay::Relay,
+    BusConfig, Counter, Counters, Handler, HandlerError,
+};
+use sqlx::{Connection, PgConnection, PgPool};
+use uuid::Uuid;
+
+pub const SUBJECT: &str = "thing.happened";
+
+/// A fresh database with the crate's migration and an `effects` table for [`Recorder`].
+/// Named like the shop's test databases, so that scripts/test clears any a killed run left.
+pub async fn fresh_db() -> PgPool {
+    let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
+    let name = format!("once_test_events_{}", Uuid::new_v4().simple());
+    let mut conn = PgConnection::connect(&format!("{admin}/postgres"))
+        .await
+        .expect("admin connection");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("database created");
+    let db = PgPool::connect(&format!("{admin}/{name}"))
+        .await
+        .expect("connection");
+    once_events::MIGRATOR.run(&db).await.expect("migrated");
+    sqlx::query("CREATE TABLE effects (event_id uuid NOT NULL)")
+        .execute(&db)
+        .await
+        .expect("effects table");
+    db
+}
+
+pub async fn scalar(db: &PgPool, sql: &str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(db).await.expect(sql)
+}
+
+/// Counts what the chain reports, as an app's metrics would.
+#[derive(Default)]
+pub struct Counted {
+    counts: [AtomicU64; 7],
+}
+
+impl Counted {
+    pub fn of(&self, counter: Counter) -> u64 {
+        self.counts[counter as usize].load(Ordering::Relaxed)
+    }
+}
+
+impl Counters for Counted {
+    fn count(&self, counter: Counter) {
+        self.counts[counter as usize].fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// A handler whose effect is a row in `effects`; an event whose payload says `"poison"` is
+/// refused as poison.
+pub struct Recorder;
+
+#[async_trait]
+impl Handler for Recorder {
+    fn name(&self) -> &'static str {
+        "recorder"
+    }
+
+    fn subject(&self) -> &'static str {
+        SUBJECT
+    }
+
+    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError> {
+        sqlx::query("INSERT INTO effects (event_id) VALUES ($1)")
+            .bind(event.id)
+            .execute(&mut *tx)
+            .await?;
+        if event.payload.get("poison").is_some() {
+            return Err(HandlerError::Poison("this event is poison".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Records `n` events in the outbox, each in its own transaction as an app would; their ids.
+pub async fn record_events(db: &PgPool, n: usize) -> Vec<Uuid> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut tx = db.begin().await.unwrap();
+        let payload = serde_json::json!({});
+        ids.push(
+            outbox::record(&mut tx, "thing", Uuid::new_v4(), SUBJECT, payload)
+                .await
+                .unwrap(),
+        );
+        tx.commit().await.unwrap();
+    }
+    ids
+}
+
+/// A message carrying an event of [`SUBJECT`] with `payload`.
+pub fn message(payload: serde_json::Value) -> Message {
+    Event {
+        id: Uuid::new_v4(),
+        event_type: SUBJECT.into(),
+        aggregate_type: "thing".into(),
+        aggregate_id: Uuid::new_v4(),
+        payload,
+        created_at: chrono::Utc::now(),
+    }
+    .to_message()
+}
+
+/// The local NATS server.
+pub fn nats_url() -> String {
+    std::env::var("TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:4222".into())
+}
+
+/// A JetStream stream of its own for one test, dropping repeats for `duplicate_window`.
+pub fn nats_config(duplicate_window: Duration) -> BusConfig {
+    let tag = Uuid::new_v4().simple().to_string();
+    BusConfig {
+        nats_url: Some(nats_url()),
+        nats_stream: format!("ONCE_TEST_{tag}"),
+        nats_subject_prefix: format!("once_test_{tag}.events"),
+        poll_every: Duration::from_millis(100),
+        retention: Duration::from_secs(600),
+        nats_duplicate_window: duplicate_window,
+    }
+}
+
+/// A connection to the JetStream bus of `config` (each call is another process's).
+pub async fn nats_bus(config: &BusConfig) -> NatsBus {
+    NatsBus::connect(&nats_url(), config).await.expect("nats")
+}
+
+pub fn relay(db: &PgPool, bus: Arc<dyn Bus>, counted: &Arc<Counted>) -> Relay {
+    Relay {
+        db: db.clone(),
+        bus,
+        metrics: counted.clone(),
+    }
+}
+
+/// The [`Recorder`]'s consumer on `bus`, with quick retries.
+pub async fn consumer(db: &PgPool, bus: &dyn Bus, counted: &Arc<Counted>) -> Consumer {
+    let handler: Arc<dyn Handler> = Arc::new(Recorder);
+    Consumer {
+        db: db.clone(),
+        subscription: bus
+            .subscribe(&Consumer::spec(handler.as_ref(), Duration::from_secs(30)))
+            .await
+            .unwrap(),
+        handler,
+        policy: RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_millis(10),
+            cap: Duration::from_millis(100),
+        },
+        metrics: counted.clone(),
+        pause_before_ack: Duration::ZERO,
+    }
+}
