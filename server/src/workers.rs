@@ -128,6 +128,7 @@ impl Context {
             policy,
             metrics: self.metrics.clone(),
             pause_before_ack,
+            batch: self.config.events.consumer_batch,
         })
     }
 

@@ -21,14 +21,14 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     bus::{ConsumerSpec, Delivery, Subscription},
     counters::{Counter, Counters},
-    dead_letters,
+    db_error, dead_letters,
     handler::{apply_in_one_tx, Handled, Handler, HandlerError},
     outbox::Event,
 };
 
-/// Deliveries fetched and applied at once. A consumer that dies holding a batch leaves its
-/// messages to come back after the ack wait, so a batch must take far less than that: a
-/// hundred events take milliseconds.
+/// Deliveries fetched and applied at once, unless the app says otherwise. A consumer that
+/// dies holding a batch leaves its messages to come back after the ack wait, so a batch must
+/// take far less than that: a hundred events take a few hundred milliseconds at most.
 pub const BATCH: usize = 100;
 /// A message delivered this many times its tries without an answer has killed its consumer
 /// each time (or hung it past the ack wait): it is written off rather than looped on.
@@ -60,6 +60,8 @@ pub struct Consumer {
     pub handler: Arc<dyn Handler>,
     pub policy: RetryPolicy,
     pub metrics: Arc<dyn Counters>,
+    /// Deliveries fetched and applied at once ([`BATCH`] unless the app says otherwise).
+    pub batch: usize,
     /// For fault tests only (zero otherwise): a pause between the handler's commit and the
     /// ack, so that a test can kill the consumer in between.
     pub pause_before_ack: Duration,
@@ -79,16 +81,20 @@ impl Consumer {
 
     /// Fetches one batch (waiting at most `wait`) and answers every delivery in it.
     pub async fn try_execute_task(&mut self, wait: Duration) -> anyhow::Result<usize> {
-        let deliveries = self.subscription.fetch(BATCH, wait).await?;
+        let deliveries = self.subscription.fetch(self.batch, wait).await?;
         Ok(self.process_all(deliveries).await)
     }
 
     async fn process_all(&self, deliveries: Vec<Delivery>) -> usize {
         let count = deliveries.len();
-        let mut batch = Vec::with_capacity(count);
+        let (mut batch, mut alone) = (Vec::with_capacity(count), Vec::new());
         for delivery in deliveries {
             self.metrics.count(Counter::Delivery);
             match self.readable(&delivery) {
+                // A message that came back (its try failed, or its consumer died holding it)
+                // is tried alone: whatever went wrong with it does not come back on the
+                // first-time deliveries next to it.
+                Ok(event) if delivery.delivered > 1 => alone.push((delivery, event)),
                 Ok(event) => batch.push((delivery, event)),
                 Err(reason) => {
                     self.answer(&delivery, Err(HandlerError::Poison(reason)))
@@ -96,11 +102,21 @@ impl Consumer {
                 }
             }
         }
-        if batch.len() > 1 && self.apply_batch(&batch).await {
-            return count;
+        match batch.len() {
+            0 => {}
+            1 => alone.append(&mut batch),
+            _ => match self.apply_batch(&batch).await {
+                Ok(()) => {}
+                Err(e) if splits(&e) => alone.append(&mut batch),
+                // The database is away or busy: its events wait as a batch, not one by one.
+                Err(e) => {
+                    for (delivery, _) in &batch {
+                        self.answer_retry(delivery, &e).await;
+                    }
+                }
+            },
         }
-        // One at a time: a single delivery, or a batch whose transaction failed.
-        for (delivery, event) in &batch {
+        for (delivery, event) in &alone {
             let outcome = apply_in_one_tx(&self.db, self.handler.as_ref(), &[event]).await;
             let outcome = outcome.map(|handled| handled[0]);
             self.answer(delivery, outcome).await;
@@ -120,19 +136,19 @@ impl Consumer {
         Event::from_message(&delivery.message)
     }
 
-    /// Applies a whole batch in one transaction and acks it; false (nothing applied, nothing
-    /// answered) if the transaction failed.
-    async fn apply_batch(&self, batch: &[(Delivery, Event)]) -> bool {
+    /// Applies a whole batch in one transaction and acks it; the error (nothing applied,
+    /// nothing answered) if the transaction failed.
+    async fn apply_batch(&self, batch: &[(Delivery, Event)]) -> Result<(), HandlerError> {
         let events: Vec<&Event> = batch.iter().map(|(_, event)| event).collect();
-        let handled = match apply_in_one_tx(&self.db, self.handler.as_ref(), &events).await {
-            Ok(handled) => handled,
-            Err(e) => {
-                self.metrics.count(Counter::BatchSplit);
+        let handled = apply_in_one_tx(&self.db, self.handler.as_ref(), &events)
+            .await
+            .inspect_err(|e| {
+                if splits(e) {
+                    self.metrics.count(Counter::BatchSplit);
+                }
                 tracing::info!(consumer = self.handler.name(), events = batch.len(),
-                    error = %format!("{e:#}"), "batch failed; applying its events one by one");
-                return false;
-            }
-        };
+                    error = %format!("{e:#}"), "a batch failed");
+            })?;
         for handled in handled {
             self.count_handled(handled);
         }
@@ -144,7 +160,7 @@ impl Consumer {
             tracing::warn!(consumer = self.handler.name(), error = %format!("{e:#}"),
                 "could not ack a batch");
         }
-        true
+        Ok(())
     }
 
     /// Answers one delivery for what applying its event did.
@@ -159,8 +175,18 @@ impl Consumer {
             Err(HandlerError::Transient(e)) if delivery.delivered >= self.policy.max_attempts => {
                 self.give_up(delivery, &format!("{e:#}")).await
             }
-            Err(e) => self.retry_later(delivery, &e).await,
+            Err(e) => return self.answer_retry(delivery, &e).await,
         };
+        self.warn_unanswered(delivery, answered);
+    }
+
+    /// Sends a delivery back for a later try (an outage: never a dead letter).
+    async fn answer_retry(&self, delivery: &Delivery, e: &HandlerError) {
+        let answered = self.retry_later(delivery, e).await;
+        self.warn_unanswered(delivery, answered);
+    }
+
+    fn warn_unanswered(&self, delivery: &Delivery, answered: anyhow::Result<()>) {
         if let Err(e) = answered {
             // Unanswered: the bus delivers it again after the ack wait.
             tracing::warn!(consumer = self.handler.name(), message = %delivery.message.id,
@@ -214,7 +240,7 @@ impl Consumer {
     pub async fn run(mut self, poll: Duration, stop: CancellationToken) {
         while !stop.is_cancelled() {
             let fetched = tokio::select! {
-                fetched = self.subscription.fetch(BATCH, poll) => fetched,
+                fetched = self.subscription.fetch(self.batch, poll) => fetched,
                 _ = stop.cancelled() => break,
             };
             match fetched {
@@ -231,6 +257,16 @@ impl Consumer {
                 }
             }
         }
+    }
+}
+
+/// Whether a failed batch is applied again one event at a time: when an event in it failed
+/// (a poison or a bug) or the batch lost a deadlock, but not when the database is away or
+/// busy, where a hundred single tries would only wait a hundred times.
+fn splits(e: &HandlerError) -> bool {
+    match e {
+        HandlerError::Unavailable(e) => db_error::is_conflict(e),
+        _ => true,
     }
 }
 

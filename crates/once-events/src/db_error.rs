@@ -25,3 +25,10 @@ pub fn is_transient(e: &sqlx::Error) -> bool {
         _ => false,
     }
 }
+
+/// A deadlock (40P01) or a serialization failure (40001): transactions that got in each
+/// other's way. Unlike an outage, running the work again at once, in smaller pieces, helps.
+pub fn is_conflict(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.code().is_some_and(|code| code == "40P01" || code == "40001"))
+}

@@ -51,8 +51,20 @@ pub trait Handler: Send + Sync {
 
     /// Applies `event`'s effects in `tx`, where the event is already recorded as consumed.
     /// Never commits: the runtime commits the record and the effects together. An error
-    /// undoes both.
+    /// undoes both; so return every database error rather than swallow it (a transaction
+    /// with a failed statement commits nothing, which the runtime checks before it acks).
     async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError>;
+
+    /// Runs once in each transaction before its events are applied: the place to take, in
+    /// one fixed order, the locks the whole batch needs, so that consumers applying batches
+    /// side by side wait for each other instead of deadlocking. Nothing by default.
+    async fn prepare(
+        &self,
+        _tx: &mut PgConnection,
+        _events: &[&Event],
+    ) -> Result<(), HandlerError> {
+        Ok(())
+    }
 
     /// Told when the database was unavailable, for an app that reacts to lost connections
     /// (the shop makes its pool check its other connections).
@@ -80,6 +92,7 @@ async fn try_apply(
     events: &[&Event],
 ) -> Result<Vec<Handled>, HandlerError> {
     let mut tx = db.begin().await?;
+    handler.prepare(&mut tx, events).await?;
     let mut handled = Vec::with_capacity(events.len());
     for event in events {
         if consume_once(&mut tx, handler.name(), event.id).await? {
@@ -89,6 +102,10 @@ async fn try_apply(
             handled.push(Handled::Duplicate);
         }
     }
+    // A transaction in which a statement failed answers COMMIT with a rollback and no error;
+    // a handler that swallowed that failure would have the whole batch acked with nothing
+    // done. Any statement fails in such a transaction (25P02), so one is run first.
+    sqlx::query("SELECT 1").execute(&mut *tx).await?;
     tx.commit().await?;
     Ok(handled)
 }

@@ -6,13 +6,15 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
+use async_trait::async_trait;
 use once_events::{
     apply_in_one_tx,
     bus::{postgres::PgBus, Bus, ConsumerSpec, Published},
     consume_once,
     outbox::{self, Event},
-    Counter, Handled,
+    Counter, Handled, Handler, HandlerError,
 };
+use sqlx::PgConnection;
 use uuid::Uuid;
 
 use common::{consumer, fresh_db, relay, scalar, Counted, Recorder, SUBJECT};
@@ -149,7 +151,15 @@ async fn an_event_republished_and_handled_again_takes_effect_once() {
     let again = apply_in_one_tx(&db, &Recorder, &[&event]).await;
     assert_eq!(again.unwrap(), [Handled::Duplicate]);
 
-    assert_eq!(scalar(&db, "SELECT count(*) FROM effects").await, 1);
+    // Twice in one batch (a republish fetched with the original): applied once.
+    let twice = Event {
+        id: Uuid::new_v4(),
+        ..event
+    };
+    let batch = apply_in_one_tx(&db, &Recorder, &[&twice, &twice]).await;
+    assert_eq!(batch.unwrap(), [Handled::Done, Handled::Duplicate]);
+    assert_eq!(scalar(&db, "SELECT count(*) FROM effects").await, 2);
+
     assert_eq!(
         (
             counted.of(Counter::Published),
@@ -157,4 +167,34 @@ async fn an_event_republished_and_handled_again_takes_effect_once() {
         ),
         (1, 1)
     );
+}
+
+/// A handler that runs a statement that fails, and carries on as if it had not.
+struct Swallower;
+
+#[async_trait]
+impl Handler for Swallower {
+    fn name(&self) -> &'static str {
+        "swallower"
+    }
+
+    fn subject(&self) -> &'static str {
+        SUBJECT
+    }
+
+    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError> {
+        let _ignored = sqlx::query("SELECT 1 / 0").execute(&mut *tx).await;
+        Recorder.apply(tx, event).await.or(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn a_handler_that_swallows_a_failed_statement_gets_no_ack_for_a_batch_never_committed() {
+    let db = fresh_db().await;
+    // The last event of a batch (here the only one): no statement of the runtime's follows
+    // the handler's to fail in the aborted transaction, but the commit.
+    let event = Event::from_message(&common::message(serde_json::json!({}))).unwrap();
+    let applied = apply_in_one_tx(&db, &Swallower, &[&event]).await;
+    assert!(applied.is_err(), "reported as failed: {applied:?}");
+    assert_eq!(scalar(&db, "SELECT count(*) FROM consumed_events").await, 0);
 }

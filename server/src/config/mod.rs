@@ -86,6 +86,8 @@ pub struct Events {
     pub retention: Duration,
     /// A handler's tries before its message becomes a dead letter.
     pub max_attempts: u32,
+    /// Deliveries a consumer fetches and applies in one transaction.
+    pub consumer_batch: usize,
     /// Backoff between tries: `retry_base * 2^(try-1)`, capped, with full jitter.
     pub retry_base: Duration,
     pub retry_cap: Duration,
@@ -181,6 +183,7 @@ impl Config {
                 poll_every: millis("EVENTS_POLL_MS", "1000")?,
                 retention: Duration::from_secs(var_or("EVENTS_RETENTION_SECS", "604800").parse()?),
                 max_attempts: var_or("CONSUMER_MAX_ATTEMPTS", "5").parse()?,
+                consumer_batch: var_or("CONSUMER_BATCH", "100").parse()?,
                 retry_base: millis("CONSUMER_RETRY_BASE_MS", "500")?,
                 retry_cap: millis("CONSUMER_RETRY_CAP_MS", "60000")?,
                 ack_wait: millis("BUS_ACK_WAIT_MS", "30000")?,
@@ -296,8 +299,10 @@ impl Config {
         );
         let events = &self.events;
         anyhow::ensure!(
-            events.max_attempts >= 1 && !events.poll_every.is_zero(),
-            "CONSUMER_MAX_ATTEMPTS and EVENTS_POLL_MS must be positive"
+            events.max_attempts >= 1
+                && !events.poll_every.is_zero()
+                && (1..=1000).contains(&events.consumer_batch),
+            "CONSUMER_MAX_ATTEMPTS and EVENTS_POLL_MS must be positive, CONSUMER_BATCH 1 to 1000"
         );
         anyhow::ensure!(
             events.ack_wait > events.pause_before_ack && events.retry_base <= events.retry_cap,

@@ -76,6 +76,15 @@ impl Handler for Fulfillment {
         Ok(())
     }
 
+    /// Every product the batch's orders need, locked in sku order before any of them is
+    /// applied (see `stock::lock_products`).
+    async fn prepare(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
+        // A malformed event locks nothing here; `apply` refuses it.
+        let orders: Vec<Uuid> = events.iter().filter_map(|e| paid_order(e).ok()).collect();
+        stock::lock_products(tx, &orders).await?;
+        Ok(())
+    }
+
     /// A connection found dead tells the shop's pool to check its others before use.
     fn on_unavailable(&self, error: &sqlx::Error) {
         db::note_lost_connection(error);

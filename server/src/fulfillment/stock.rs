@@ -1,45 +1,59 @@
 //! Taking an order's stock: all its lines or none, never below zero.
 
-use sqlx::{Acquire, PgConnection};
+use sqlx::PgConnection;
 use uuid::Uuid;
 
-/// Takes the stock of every line of the order; false (and nothing taken) if any product has
-/// too little. Product rows are locked in sku order first, so two consumers taking stock for
-/// orders that share products wait for each other instead of deadlocking. The lock is `FOR
+/// Locks, in sku order, every product the orders need. The fulfillment consumer takes these
+/// locks for a whole batch before it applies any event of it, so two consumers applying
+/// batches that share products wait for each other instead of deadlocking. The lock is `FOR
 /// NO KEY UPDATE`, the level the stock update needs: it does not conflict with the key-share
 /// locks a checkout's `order_items` foreign key takes, so checkouts neither wait for nor
-/// deadlock with fulfillment. The decrement is
-/// conditional (`stock >= quantity`) and runs in a savepoint that is undone unless every
-/// line was served; `products_stock_not_negative` stands behind both.
-pub async fn take(tx: &mut PgConnection, order_id: Uuid) -> Result<bool, sqlx::Error> {
+/// deadlock with fulfillment.
+pub async fn lock_products(tx: &mut PgConnection, order_ids: &[Uuid]) -> Result<(), sqlx::Error> {
     sqlx::query!(
-        "SELECT p.sku FROM products p JOIN order_items i ON i.sku = p.sku
-          WHERE i.order_id = $1 ORDER BY p.sku FOR NO KEY UPDATE OF p",
-        order_id
+        "SELECT sku FROM products
+          WHERE sku IN (SELECT sku FROM order_items WHERE order_id = ANY($1))
+          ORDER BY sku FOR NO KEY UPDATE",
+        order_ids
     )
-    .fetch_all(&mut *tx)
+    .fetch_all(tx)
     .await?;
-    let mut savepoint = tx.begin().await?;
-    let lines = sqlx::query_scalar!(
-        r#"SELECT count(*) AS "lines!" FROM order_items WHERE order_id = $1"#,
+    Ok(())
+}
+
+/// Takes the stock of every line of the order; false (and nothing taken) if any product has
+/// too little. The products are locked first ([`lock_products`]: the batch holds the locks
+/// already, so this waits for nothing), so the one statement that follows reads their
+/// current stock, and takes it from all of them or from none. Its count is checked, and
+/// `products_stock_not_negative` stands behind it. No savepoint: a batch of a hundred orders
+/// must not open a hundred subtransactions.
+pub async fn take(tx: &mut PgConnection, order_id: Uuid) -> Result<bool, sqlx::Error> {
+    lock_products(tx, &[order_id]).await?;
+    let taken = sqlx::query!(
+        r#"WITH needed AS (
+               SELECT sku, sum(quantity) AS quantity FROM order_items
+                WHERE order_id = $1 GROUP BY sku),
+           short AS (
+               SELECT n.sku FROM needed n LEFT JOIN products p ON p.sku = n.sku
+                WHERE p.sku IS NULL OR p.stock < n.quantity),
+           taken AS (
+               UPDATE products p SET stock = p.stock - n.quantity
+                 FROM needed n
+                WHERE p.sku = n.sku AND p.stock >= n.quantity
+                  AND NOT EXISTS (SELECT 1 FROM short)
+            RETURNING p.sku)
+           SELECT (SELECT count(*) FROM needed) AS "needed!",
+                  (SELECT count(*) FROM taken) AS "taken!""#,
         order_id
     )
-    .fetch_one(&mut *savepoint)
+    .fetch_one(&mut *tx)
     .await?;
-    let served = sqlx::query!(
-        "UPDATE products p SET stock = p.stock - i.quantity
-           FROM order_items i
-          WHERE i.order_id = $1 AND p.sku = i.sku AND p.stock >= i.quantity",
-        order_id
-    )
-    .execute(&mut *savepoint)
-    .await?
-    .rows_affected();
-    if served as i64 == lines {
-        savepoint.commit().await?;
-        Ok(true)
-    } else {
-        savepoint.rollback().await?;
-        Ok(false)
+    match (taken.taken, taken.needed) {
+        (all, needed) if all == needed => Ok(true),
+        (0, _) => Ok(false),
+        // Cannot happen under the locks; if it did, the transaction must not commit.
+        (some, needed) => Err(sqlx::Error::Protocol(format!(
+            "order {order_id}: stock taken for {some} of {needed} products"
+        ))),
     }
 }

@@ -173,7 +173,7 @@ impl Subscription for PgSubscription {
             .collect::<Result<Vec<_>, _>>()?;
         sqlx::query!(
             "UPDATE bus_deliveries SET settled_at = now()
-              WHERE consumer = $1 AND message_id = ANY($2)",
+              WHERE consumer = $1 AND message_id = ANY($2) AND settled_at IS NULL",
             self.spec.name,
             &ids[..],
         )

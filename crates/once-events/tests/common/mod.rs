@@ -4,10 +4,7 @@
 #![allow(dead_code)] // each test binary uses its own part
 
 use std::{
-    sync::{
-        atomic::{AtomicU64, Ordering},
-        Arc,
-    },
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -52,21 +49,24 @@ pub async fn scalar(db: &PgPool, sql: &str) -> i64 {
     sqlx::query_scalar(sql).fetch_one(db).await.expect(sql)
 }
 
-/// Counts what the chain reports, as an app's metrics would.
+/// Remembers what the chain reports, as an app's metrics would count it.
 #[derive(Default)]
-pub struct Counted {
-    counts: [AtomicU64; 7],
-}
+pub struct Counted(Mutex<Vec<Counter>>);
 
 impl Counted {
     pub fn of(&self, counter: Counter) -> u64 {
-        self.counts[counter as usize].load(Ordering::Relaxed)
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|&&c| c == counter)
+            .count() as u64
     }
 }
 
 impl Counters for Counted {
     fn count(&self, counter: Counter) {
-        self.counts[counter as usize].fetch_add(1, Ordering::Relaxed);
+        self.0.lock().unwrap().push(counter);
     }
 }
 
@@ -173,5 +173,6 @@ pub async fn consumer(db: &PgPool, bus: &dyn Bus, counted: &Arc<Counted>) -> Con
         },
         metrics: counted.clone(),
         pause_before_ack: Duration::ZERO,
+        batch: once_events::consumer::BATCH,
     }
 }
