@@ -55,19 +55,6 @@ pub async fn steady(context: &Context, rate: u32, seconds: u64) -> anyhow::Resul
         paid??;
     }
     let (latencies, lag, _) = chain.finish(orders).await?;
-    let row: (f64, f64, f64, f64) = sqlx::query_as(
-        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY a), percentile_cont(0.99) WITHIN GROUP (ORDER BY a),
-                percentile_cont(0.5) WITHIN GROUP (ORDER BY b), percentile_cont(0.99) WITHIN GROUP (ORDER BY b)
-           FROM (SELECT extract(epoch FROM e.published_at - e.created_at) * 1000 AS a,
-                        extract(epoch FROM c.consumed_at - e.published_at) * 1000 AS b
-                   FROM outbox_events e JOIN consumed_events c ON c.event_id = e.id) x",
-    )
-    .fetch_one(&context.db)
-    .await?;
-    println!(
-        "DEBUG paid→claimed p50 {:.1} p99 {:.1}; claimed→consumed p50 {:.1} p99 {:.1}",
-        row.0, row.1, row.2, row.3
-    );
     Ok(Steady {
         orders,
         p50_ms: percentile(&latencies, 0.50),

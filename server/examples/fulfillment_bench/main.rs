@@ -2,7 +2,8 @@
 //! answers). Figures only: nothing is asserted. Run by `scripts/bench fulfillment`.
 //!
 //! 1. Relay throughput: events/s one relay publishes from a backlog, next to pgbench running
-//!    the relay's own batched statements on the same database (`throughput`).
+//!    the relay's own batched statements on the same database; then the paid orders/s the
+//!    fulfillment consumer drains from a backlog (`throughput`).
 //! 2. Paid → fulfilled latency (p50, p99, max) while orders are paid at a steady rate, and
 //!    the outbox lag meanwhile (`latency`).
 //! 3. The highest rate at which the shop's payment path writes paid orders here, with the
@@ -18,6 +19,9 @@ mod throughput;
 use server::{config::Config, startup::Application, workers};
 use sqlx::PgPool;
 use uuid::Uuid;
+
+/// Paid orders in the backlog the fulfillment consumer drains.
+const CONSUMER_BACKLOG: usize = 3000;
 
 struct Args {
     events: i64,
@@ -125,7 +129,7 @@ async fn bench(bus: &'static str, nats: Option<String>, args: &Args) -> anyhow::
     sqlx::query("UPDATE products SET stock = 100000000")
         .execute(&db)
         .await?;
-    let consumer = throughput::consumer(&context, 3000).await?;
+    let consumer = throughput::consumer(&context, CONSUMER_BACKLOG).await?;
     println!("{bus}: the fulfillment consumer drains {consumer:.0} paid orders/s");
     let steady = latency::steady(&context, args.rate, args.seconds).await?;
     println!(
