@@ -2,6 +2,8 @@
 //! records each event it applies in `consumed_events`, in the transaction that applies it.
 //! The consumer runtime calls it for every event ([`crate::apply_in_one_tx`]).
 
+use std::collections::HashSet;
+
 use sqlx::PgConnection;
 use uuid::Uuid;
 
@@ -21,14 +23,31 @@ pub async fn consume_once(
     consumer: &str,
     event_id: Uuid,
 ) -> Result<bool, sqlx::Error> {
-    let inserted = sqlx::query!(
-        "INSERT INTO consumed_events (consumer, event_id, outcome) VALUES ($1, $2, 'consumed')
-         ON CONFLICT ON CONSTRAINT consumed_events_pkey DO NOTHING",
+    Ok(consume_all(tx, consumer, &[event_id]).await?[0])
+}
+
+/// [`consume_once`] for a batch, in one statement: for each id, in order, whether this is
+/// its first consumption (an id given twice is first only once). The rows are written in
+/// id order, so two consumers recording overlapping batches wait for each other rather
+/// than deadlock.
+pub async fn consume_all(
+    tx: &mut PgConnection,
+    consumer: &str,
+    event_ids: &[Uuid],
+) -> Result<Vec<bool>, sqlx::Error> {
+    let mut sorted = event_ids.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    let inserted = sqlx::query_scalar!(
+        "INSERT INTO consumed_events (consumer, event_id, outcome)
+         SELECT $1, id, 'consumed' FROM unnest($2::uuid[]) AS id
+         ON CONFLICT ON CONSTRAINT consumed_events_pkey DO NOTHING
+         RETURNING event_id",
         consumer,
-        event_id,
+        &sorted[..],
     )
-    .execute(tx)
-    .await?
-    .rows_affected();
-    Ok(inserted == 1)
+    .fetch_all(tx)
+    .await?;
+    let mut first: HashSet<Uuid> = inserted.into_iter().collect();
+    Ok(event_ids.iter().map(|id| first.remove(id)).collect())
 }

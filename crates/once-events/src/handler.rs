@@ -1,13 +1,15 @@
-//! What a consumer runs for each event, and how it says what happened. A handler applies an
-//! event's effects in a transaction it is handed; the runtime ([`apply_in_one_tx`]) has
-//! recorded the event as consumed in that same transaction first ([`crate::consume_once`]),
-//! and skips the handler for an event consumed before. So no handler can forget the dedup,
+//! What a consumer runs for its events, and how it says what happened. A handler applies
+//! events' effects in a transaction it is handed; the runtime ([`apply_in_one_tx`]) has
+//! recorded the events as consumed in that same transaction first ([`crate::consume_once`]),
+//! and never hands over an event consumed before. So no handler can forget the dedup,
 //! and several events can share one transaction, each deduplicated on its own.
 
 use async_trait::async_trait;
 use sqlx::{PgConnection, PgPool};
 
-use crate::{db_error, dedup::consume_once, outbox::Event};
+use uuid::Uuid;
+
+use crate::{db_error, dedup::consume_all, outbox::Event};
 
 /// What became of an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,30 +51,22 @@ pub trait Handler: Send + Sync {
     fn name(&self) -> &'static str;
     fn subject(&self) -> &'static str;
 
-    /// Applies `event`'s effects in `tx`, where the event is already recorded as consumed.
-    /// Never commits: the runtime commits the record and the effects together. An error
-    /// undoes both; so return every database error rather than swallow it (a transaction
-    /// with a failed statement commits nothing, which the runtime checks before it acks).
-    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError>;
-
-    /// Runs once in each transaction before its events are applied: the place to take, in
-    /// one fixed order, the locks the whole batch needs, so that consumers applying batches
-    /// side by side wait for each other instead of deadlocking. Nothing by default.
-    async fn prepare(
-        &self,
-        _tx: &mut PgConnection,
-        _events: &[&Event],
-    ) -> Result<(), HandlerError> {
-        Ok(())
-    }
+    /// Applies the effects of `events` in `tx`, where each is already recorded as consumed
+    /// (none of them was consumed before). Never commits: the runtime commits the records
+    /// and the effects together, and an error undoes both; so return every database error
+    /// rather than swallow it (a transaction with a failed statement commits nothing, which
+    /// the runtime checks before it acks). Several events at once let a handler do their
+    /// work in a few set-based statements; take locks in one fixed order (sorted keys), so
+    /// that consumers applying batches side by side wait for each other, not deadlock.
+    async fn apply(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError>;
 
     /// Told when the database was unavailable, for an app that reacts to lost connections
     /// (the shop makes its pool check its other connections).
     fn on_unavailable(&self, _error: &sqlx::Error) {}
 }
 
-/// Applies `events` in one transaction: for each, [`consume_once`] and, the first time,
-/// the handler's effects. All commit together or none does; an error names no event, so a
+/// Applies `events` in one transaction: [`crate::consume_once`] for each (one statement for
+/// all), and the handler's effects for those consumed the first time. All commit together or none does; an error names no event, so a
 /// caller that wants to know which one failed runs them one at a time.
 pub async fn apply_in_one_tx(
     db: &PgPool,
@@ -92,20 +86,29 @@ async fn try_apply(
     events: &[&Event],
 ) -> Result<Vec<Handled>, HandlerError> {
     let mut tx = db.begin().await?;
-    handler.prepare(&mut tx, events).await?;
-    let mut handled = Vec::with_capacity(events.len());
-    for event in events {
-        if consume_once(&mut tx, handler.name(), event.id).await? {
-            handler.apply(&mut tx, event).await?;
-            handled.push(Handled::Done);
-        } else {
-            handled.push(Handled::Duplicate);
-        }
+    let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
+    let first = consume_all(&mut tx, handler.name(), &ids).await?;
+    let new: Vec<&Event> = events
+        .iter()
+        .zip(&first)
+        .filter_map(|(event, &first)| first.then_some(*event))
+        .collect();
+    if !new.is_empty() {
+        handler.apply(&mut tx, &new).await?;
     }
     // A transaction in which a statement failed answers COMMIT with a rollback and no error;
     // a handler that swallowed that failure would have the whole batch acked with nothing
     // done. Any statement fails in such a transaction (25P02), so one is run first.
     sqlx::query("SELECT 1").execute(&mut *tx).await?;
     tx.commit().await?;
-    Ok(handled)
+    Ok(first
+        .into_iter()
+        .map(|first| {
+            if first {
+                Handled::Done
+            } else {
+                Handled::Duplicate
+            }
+        })
+        .collect())
 }

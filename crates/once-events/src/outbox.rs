@@ -32,6 +32,38 @@ pub async fn record(
     Ok(id)
 }
 
+/// An event to record: what [`record`] takes, for [`record_all`].
+pub struct NewEvent<'a> {
+    pub aggregate_type: &'a str,
+    pub aggregate_id: Uuid,
+    pub event_type: &'a str,
+    pub payload: Value,
+}
+
+/// [`record`] for several events, in one statement; returns their ids, in order.
+pub async fn record_all(
+    tx: &mut PgConnection,
+    events: &[NewEvent<'_>],
+) -> Result<Vec<Uuid>, sqlx::Error> {
+    let ids: Vec<Uuid> = events.iter().map(|_| Uuid::new_v4()).collect();
+    let aggregate_types: Vec<&str> = events.iter().map(|e| e.aggregate_type).collect();
+    let aggregate_ids: Vec<Uuid> = events.iter().map(|e| e.aggregate_id).collect();
+    let event_types: Vec<&str> = events.iter().map(|e| e.event_type).collect();
+    let payloads: Vec<Value> = events.iter().map(|e| e.payload.clone()).collect();
+    sqlx::query!(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::jsonb[])",
+        &ids[..],
+        &aggregate_types[..] as &[&str],
+        &aggregate_ids[..],
+        &event_types[..] as &[&str],
+        &payloads[..],
+    )
+    .execute(tx)
+    .await?;
+    Ok(ids)
+}
+
 /// An event as it travels on the bus: the outbox row, as JSON. Its id is the outbox row's
 /// id, which every layer below dedups on (bus message id, `consumed_events`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

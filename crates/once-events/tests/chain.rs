@@ -182,9 +182,9 @@ impl Handler for Swallower {
         SUBJECT
     }
 
-    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError> {
+    async fn apply(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
         let _ignored = sqlx::query("SELECT 1 / 0").execute(&mut *tx).await;
-        Recorder.apply(tx, event).await.or(Ok(()))
+        Recorder.apply(tx, events).await.or(Ok(()))
     }
 }
 

@@ -141,9 +141,12 @@ impl Chain {
     }
 }
 
-/// When each order was paid and fulfilled, as this process saw it.
+/// When an order was paid and when it was fulfilled, as this process saw them.
+type Times = (Option<Instant>, Option<Instant>);
+
+/// The times of every order of a run.
 #[derive(Clone, Default)]
-struct Clock(Arc<Mutex<HashMap<Uuid, (Option<Instant>, Option<Instant>)>>>);
+struct Clock(Arc<Mutex<HashMap<Uuid, Times>>>);
 
 impl Clock {
     fn paid(&self, order: Uuid) {

@@ -10,6 +10,9 @@ use axum::{
     routing::get,
     Router,
 };
+use std::collections::HashMap;
+
+use once_events::HandlerError;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
@@ -77,77 +80,123 @@ pub struct ConfirmationText<'a> {
 }
 
 struct OrderFacts {
+    id: Uuid,
     order_no: String,
     currency: String,
     total_cents: i64,
 }
 
-/// Renders the confirmation for `order_id` and queues it (once: a second call does nothing).
-pub async fn queue_confirmation(
-    tx: &mut PgConnection,
+/// An email ready to queue.
+struct Confirmation {
     order_id: Uuid,
-    shipment_no: &str,
-) -> Result<(), anyhow::Error> {
-    let order = sqlx::query_as!(
+    recipient: String,
+    subject: String,
+    html: String,
+    text: String,
+}
+
+/// Renders the confirmation of each shipped `(order, shipment label)` and queues them, in
+/// three statements for the lot (once per order: a second queueing does nothing).
+pub async fn queue_confirmations(
+    tx: &mut PgConnection,
+    shipments: &[(Uuid, String)],
+) -> Result<(), HandlerError> {
+    if shipments.is_empty() {
+        return Ok(());
+    }
+    let orders: Vec<Uuid> = shipments.iter().map(|(order, _)| *order).collect();
+    let facts: HashMap<Uuid, OrderFacts> = sqlx::query_as!(
         OrderFacts,
-        "SELECT order_no, currency, total_cents FROM orders WHERE id = $1",
-        order_id
-    )
-    .fetch_one(&mut *tx)
-    .await?;
-    let lines = sqlx::query!(
-        "SELECT name, quantity, unit_price_cents FROM order_items WHERE order_id = $1 ORDER BY line_no",
-        order_id
+        "SELECT id, order_no, currency, total_cents FROM orders WHERE id = ANY($1)",
+        &orders[..]
     )
     .fetch_all(&mut *tx)
-    .await?;
-    let lines: Vec<Line> = lines
-        .into_iter()
-        .map(|line| Line {
-            amount: format_money(
-                line.unit_price_cents * i64::from(line.quantity),
-                &order.currency,
-            ),
+    .await?
+    .into_iter()
+    .map(|order| (order.id, order))
+    .collect();
+    let mut lines: HashMap<Uuid, Vec<Line>> = HashMap::new();
+    for line in sqlx::query!(
+        "SELECT order_id, name, quantity, unit_price_cents FROM order_items
+          WHERE order_id = ANY($1) ORDER BY order_id, line_no",
+        &orders[..]
+    )
+    .fetch_all(&mut *tx)
+    .await?
+    {
+        let currency = &facts[&line.order_id].currency;
+        lines.entry(line.order_id).or_default().push(Line {
+            amount: format_money(line.unit_price_cents * i64::from(line.quantity), currency),
             name: line.name,
             quantity: line.quantity,
+        });
+    }
+    let emails = shipments
+        .iter()
+        .map(|(order, shipment)| {
+            let lines = lines.get(order).map(Vec::as_slice).unwrap_or_default();
+            render(&facts[order], shipment, lines)
         })
-        .collect();
+        .collect::<Result<Vec<_>, askama::Error>>()
+        .map_err(anyhow::Error::from)?;
+    insert(tx, &emails).await?;
+    Ok(())
+}
+
+fn render(
+    order: &OrderFacts,
+    shipment_no: &str,
+    lines: &[Line],
+) -> Result<Confirmation, askama::Error> {
     let total = format_money(order.total_cents, &order.currency);
     let subject = format!("Your order {} has shipped", order.order_no);
     let html = ConfirmationHtml {
         subject: &subject,
         order_no: &order.order_no,
         shipment_no,
-        lines: &lines,
+        lines,
         total: &total,
     }
     .render()?;
     let text = ConfirmationText {
         order_no: &order.order_no,
         shipment_no,
-        lines: &lines,
+        lines,
         total: &total,
     }
     .render()?;
-    sqlx::query!(
-        "INSERT INTO emails (id, order_id, kind, recipient, subject, html_body, text_body)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)
-         ON CONFLICT ON CONSTRAINT emails_one_per_order_and_kind DO NOTHING",
-        Uuid::new_v4(),
-        order_id,
-        ORDER_CONFIRMATION,
-        recipient(&order.order_no),
+    Ok(Confirmation {
+        order_id: order.id,
+        recipient: recipient(&order.order_no),
         subject,
         html,
         text,
+    })
+}
+
+async fn insert(tx: &mut PgConnection, emails: &[Confirmation]) -> Result<(), sqlx::Error> {
+    let ids: Vec<Uuid> = emails.iter().map(|_| Uuid::new_v4()).collect();
+    let column = |f: fn(&Confirmation) -> &str| emails.iter().map(f).collect::<Vec<&str>>();
+    let orders: Vec<Uuid> = emails.iter().map(|e| e.order_id).collect();
+    sqlx::query!(
+        "INSERT INTO emails (id, order_id, kind, recipient, subject, html_body, text_body)
+         SELECT id, order_id, $3, recipient, subject, html_body, text_body
+           FROM unnest($1::uuid[], $2::uuid[], $4::text[], $5::text[], $6::text[], $7::text[])
+             AS e (id, order_id, recipient, subject, html_body, text_body)
+         ON CONFLICT ON CONSTRAINT emails_one_per_order_and_kind DO NOTHING",
+        &ids[..],
+        &orders[..],
+        ORDER_CONFIRMATION,
+        &column(|e| &e.recipient)[..] as &[&str],
+        &column(|e| &e.subject)[..] as &[&str],
+        &column(|e| &e.html)[..] as &[&str],
+        &column(|e| &e.text)[..] as &[&str],
     )
-    .execute(&mut *tx)
+    .execute(tx)
     .await?;
     Ok(())
 }
 
-/// Orders carry no email address yet, so confirmations go to a per-order address of the
-/// sandbox domain (`.test` never leaves the machine); a mail catcher shows them.
 fn recipient(order_no: &str) -> String {
     format!("order-{}@shoppers.once.test", order_no.to_ascii_lowercase())
 }

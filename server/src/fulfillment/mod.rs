@@ -1,8 +1,10 @@
 //! The fulfillment consumer: ships each paid order exactly once, however often `order.paid`
 //! arrives. Everything happens in the transaction the consumer runtime hands over, where the
-//! event is recorded as consumed first (`once_events::consume_once`): a repeat finds the
+//! events are recorded as consumed first (`once_events::consume_once`): a repeat finds the
 //! record and is never applied, and a crash anywhere before the commit leaves nothing behind
-//! to repeat. Several events may share that transaction. See docs/design.md, "Fulfillment".
+//! to repeat. A batch of events is fulfilled together in a few set-based statements, with
+//! the same outcome for each event as if they had come one by one, in order. See
+//! docs/design.md, "Fulfillment".
 //!
 //! ```text
 //! order.paid ─▶ consumed? ─yes─▶ nothing (ack)
@@ -22,8 +24,10 @@ pub mod email;
 mod stock;
 
 use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
+
 use once_events::{
-    outbox::{self, Event},
+    outbox::{self, Event, NewEvent},
     Handler, HandlerError,
 };
 use sqlx::PgConnection;
@@ -68,20 +72,13 @@ impl Handler for Fulfillment {
         SUBJECT
     }
 
-    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError> {
-        let order_id = paid_order(event)?;
-        let outcome = fulfill(tx, order_id).await?;
-        set_outcome(tx, event.id, outcome).await?;
-        tracing::info!(%order_id, event = %event.id, outcome = outcome.as_str(), "order.paid applied");
-        Ok(())
-    }
-
-    /// Every product the batch's orders need, locked in sku order before any of them is
-    /// applied (see `stock::lock_products`).
-    async fn prepare(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
-        // A malformed event locks nothing here; `apply` refuses it.
-        let orders: Vec<Uuid> = events.iter().filter_map(|e| paid_order(e).ok()).collect();
-        stock::lock_products(tx, &orders).await?;
+    async fn apply(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
+        let paid = events
+            .iter()
+            .map(|event| Ok((event.id, paid_order(event)?)))
+            .collect::<Result<Vec<_>, HandlerError>>()?;
+        let outcomes = fulfill(tx, &paid).await?;
+        set_outcomes(tx, &outcomes).await?;
         Ok(())
     }
 
@@ -107,95 +104,173 @@ fn paid_order(event: &Event) -> Result<Uuid, HandlerError> {
         .ok_or_else(|| HandlerError::Poison("order.paid without a valid order_id".into()))
 }
 
-/// Keeps how the event ended on its `consumed_events` row, written by `consume_once` in
-/// the same transaction.
-async fn set_outcome(
+/// Keeps how each event ended on its `consumed_events` row, written by the runtime in the
+/// same transaction.
+async fn set_outcomes(
     tx: &mut PgConnection,
-    event_id: Uuid,
-    outcome: Outcome,
+    outcomes: &[(Uuid, Outcome)],
 ) -> Result<(), sqlx::Error> {
+    let events: Vec<Uuid> = outcomes.iter().map(|(event, _)| *event).collect();
+    let names: Vec<&str> = outcomes.iter().map(|(_, o)| o.as_str()).collect();
     sqlx::query!(
-        "UPDATE consumed_events SET outcome = $3 WHERE consumer = $1 AND event_id = $2",
+        "UPDATE consumed_events c SET outcome = o.outcome
+           FROM unnest($2::uuid[], $3::text[]) AS o (event_id, outcome)
+          WHERE c.consumer = $1 AND c.event_id = o.event_id",
         CONSUMER,
-        event_id,
-        outcome.as_str(),
+        &events[..],
+        &names[..] as &[&str],
     )
     .execute(tx)
     .await?;
     Ok(())
 }
 
-/// The side effects for a paid order, under the order row's lock.
-async fn fulfill(tx: &mut PgConnection, order_id: Uuid) -> Result<Outcome, HandlerError> {
-    let status = sqlx::query_scalar!(
-        "SELECT status FROM orders WHERE id = $1 FOR UPDATE",
-        order_id
-    )
-    .fetch_optional(&mut *tx)
-    .await?;
-    match status.as_deref() {
-        None => {
-            return Err(HandlerError::Poison(format!(
-                "order.paid for unknown order {order_id}"
-            )))
+/// The side effects for a batch of `(event, order)`, under the orders' row locks (taken in
+/// id order); each event's outcome.
+async fn fulfill(
+    tx: &mut PgConnection,
+    paid: &[(Uuid, Uuid)],
+) -> Result<Vec<(Uuid, Outcome)>, HandlerError> {
+    let orders: Vec<Uuid> = paid.iter().map(|(_, order)| *order).collect();
+    let statuses = lock_orders(tx, &orders).await?;
+    // Orders still paid, each once, in the order their events came.
+    let mut candidates: Vec<Uuid> = Vec::new();
+    for (_, order) in paid {
+        match statuses.get(order).map(String::as_str) {
+            None => {
+                return Err(HandlerError::Poison(format!(
+                    "order.paid for unknown order {order}"
+                )))
+            }
+            Some("paid") if !candidates.contains(order) => candidates.push(*order),
+            Some(_) => {}
         }
-        Some("paid") => {}
-        Some(_) => return Ok(Outcome::NotPaid),
     }
-    let Some(fulfillment_id) = claim_fulfillment(tx, order_id).await? else {
-        return Ok(Outcome::AlreadyFulfilled);
-    };
-    if !stock::take(tx, order_id).await? {
-        return Ok(Outcome::Backordered);
+    let claimed = claim_fulfillments(tx, &candidates).await?;
+    let claimed_orders: Vec<Uuid> = candidates
+        .iter()
+        .filter(|order| claimed.contains_key(order))
+        .copied()
+        .collect();
+    let shipped_orders = stock::take(tx, &claimed_orders).await?;
+    let shipments = ship(tx, &shipped_orders, &claimed).await?;
+    announce(tx, &shipments).await?;
+    email::queue_confirmations(tx, &shipments).await?;
+    Ok(outcomes(paid, &statuses, &claimed, &shipments))
+}
+
+/// Each event's outcome, as if the events had come one at a time: the first event of an
+/// order decides; a later one of the same order finds it fulfilled (`not_paid`) or its
+/// fulfillment waiting for stock (`already_fulfilled`).
+fn outcomes(
+    paid: &[(Uuid, Uuid)],
+    statuses: &HashMap<Uuid, String>,
+    claimed: &HashMap<Uuid, Uuid>,
+    shipments: &[(Uuid, String)],
+) -> Vec<(Uuid, Outcome)> {
+    let shipped: HashSet<Uuid> = shipments.iter().map(|(order, _)| *order).collect();
+    let mut decided: HashMap<Uuid, Outcome> = HashMap::new();
+    paid.iter()
+        .map(|(event, order)| {
+            let outcome = match decided.get(order) {
+                Some(Outcome::Shipped) => Outcome::NotPaid,
+                Some(_) if statuses[order] == "paid" => Outcome::AlreadyFulfilled,
+                Some(earlier) => *earlier,
+                None if statuses[order] != "paid" => Outcome::NotPaid,
+                None if !claimed.contains_key(order) => Outcome::AlreadyFulfilled,
+                None if shipped.contains(order) => Outcome::Shipped,
+                None => Outcome::Backordered,
+            };
+            decided.entry(*order).or_insert(outcome);
+            (*event, outcome)
+        })
+        .collect()
+}
+
+/// Locks the orders, in id order; their statuses.
+async fn lock_orders(
+    tx: &mut PgConnection,
+    orders: &[Uuid],
+) -> Result<HashMap<Uuid, String>, sqlx::Error> {
+    let rows = sqlx::query!(
+        "SELECT id, status FROM orders WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        orders
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.id, row.status)).collect())
+}
+
+/// Inserts each order's one fulfillment, as `backordered` until stock is taken for it; the
+/// orders that had none, with their new fulfillment's id (the unique constraint decides).
+async fn claim_fulfillments(
+    tx: &mut PgConnection,
+    orders: &[Uuid],
+) -> Result<HashMap<Uuid, Uuid>, sqlx::Error> {
+    let ids: Vec<Uuid> = orders.iter().map(|_| Uuid::new_v4()).collect();
+    let rows = sqlx::query!(
+        "INSERT INTO fulfillments (id, order_id, status)
+         SELECT id, order_id, 'backordered' FROM unnest($1::uuid[], $2::uuid[]) AS f (id, order_id)
+         ON CONFLICT ON CONSTRAINT fulfillments_one_per_order DO NOTHING
+         RETURNING order_id, id",
+        &ids[..],
+        orders,
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(rows.into_iter().map(|row| (row.order_id, row.id)).collect())
+}
+
+/// Marks the orders' fulfillments shipped, each with the next shipment number, and the
+/// orders fulfilled; each order with its shipment's label.
+async fn ship(
+    tx: &mut PgConnection,
+    orders: &[Uuid],
+    fulfillments: &HashMap<Uuid, Uuid>,
+) -> Result<Vec<(Uuid, String)>, sqlx::Error> {
+    if orders.is_empty() {
+        return Ok(Vec::new());
     }
-    let shipment = ship(tx, fulfillment_id).await?;
+    let ids: Vec<Uuid> = orders.iter().map(|order| fulfillments[order]).collect();
+    // `shipment_no` is nullable in the table (a backordered fulfillment has none); this
+    // statement has just set it.
+    let rows = sqlx::query!(
+        r#"UPDATE fulfillments SET status = 'shipped', shipment_no = nextval('shipment_no_seq')
+            WHERE id = ANY($1) RETURNING order_id, shipment_no AS "shipment_no!""#,
+        &ids[..]
+    )
+    .fetch_all(&mut *tx)
+    .await?;
     sqlx::query!(
-        "UPDATE orders SET status = 'fulfilled', updated_at = now() WHERE id = $1 AND status = 'paid'",
-        order_id
+        "UPDATE orders SET status = 'fulfilled', updated_at = now()
+          WHERE id = ANY($1) AND status = 'paid'",
+        orders
     )
     .execute(&mut *tx)
     .await?;
-    outbox::record(
-        tx,
-        "order",
-        order_id,
-        "order.fulfilled",
-        serde_json::json!({ "order_id": order_id, "shipment_no": shipment }),
-    )
-    .await?;
-    email::queue_confirmation(tx, order_id, &shipment).await?;
-    Ok(Outcome::Shipped)
+    let labels: HashMap<Uuid, String> = rows
+        .into_iter()
+        .map(|row| (row.order_id, shipment_label(row.shipment_no)))
+        .collect();
+    Ok(orders.iter().map(|o| (*o, labels[o].clone())).collect())
 }
 
-/// Inserts the order's one fulfillment, as `backordered` until stock is taken for it; `None`
-/// if the order has one already (the unique constraint decides).
-async fn claim_fulfillment(
-    tx: &mut PgConnection,
-    order_id: Uuid,
-) -> Result<Option<Uuid>, sqlx::Error> {
-    sqlx::query_scalar!(
-        "INSERT INTO fulfillments (id, order_id, status) VALUES ($1, $2, 'backordered')
-         ON CONFLICT ON CONSTRAINT fulfillments_one_per_order DO NOTHING
-         RETURNING id",
-        Uuid::new_v4(),
-        order_id,
-    )
-    .fetch_optional(tx)
-    .await
-}
-
-/// Marks the fulfillment shipped with the next shipment number; returns its label.
-async fn ship(tx: &mut PgConnection, fulfillment_id: Uuid) -> Result<String, sqlx::Error> {
-    // `shipment_no` is nullable in the table (a backordered fulfillment has none); this
-    // statement has just set it.
-    let shipment_no = sqlx::query_scalar!(
-        r#"UPDATE fulfillments SET status = 'shipped', shipment_no = nextval('shipment_no_seq')
-          WHERE id = $1 RETURNING shipment_no AS "shipment_no!""#,
-        fulfillment_id
-    )
-    .fetch_one(tx)
-    .await?;
-    Ok(shipment_label(shipment_no))
+/// `order.fulfilled` for each shipped order, in the outbox.
+async fn announce(tx: &mut PgConnection, shipments: &[(Uuid, String)]) -> Result<(), sqlx::Error> {
+    if shipments.is_empty() {
+        return Ok(());
+    }
+    let events: Vec<NewEvent> = shipments
+        .iter()
+        .map(|(order_id, shipment)| NewEvent {
+            aggregate_type: "order",
+            aggregate_id: *order_id,
+            event_type: "order.fulfilled",
+            payload: serde_json::json!({ "order_id": order_id, "shipment_no": shipment }),
+        })
+        .collect();
+    outbox::record_all(tx, &events).await?;
+    Ok(())
 }
 
 /// How a shipment number is shown to people: `S-001001`.

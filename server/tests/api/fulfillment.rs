@@ -2,7 +2,7 @@
 //! shipment, one email) while every message arrives two or three times, on both buses.
 //! What happens to messages that fail is in `dead_letters.rs`.
 
-use std::time::Duration;
+use std::{sync::atomic::Ordering, time::Duration};
 
 use crate::helpers::*;
 
@@ -262,4 +262,67 @@ async fn the_confirmation_email_escapes_what_it_shows_and_is_sandboxed() {
         html.contains("&#60;script&#62;") || html.contains("&lt;script&gt;"),
         "{html}"
     );
+}
+
+/// One batch, four events: two orders for two mugs each and one for a single mug, with
+/// three in stock, and `order.paid` once more for the first. Whatever order the batch comes
+/// in, the outcomes are those of its events applied one at a time in that order: each order
+/// whole or not at all, stock never short, the single mug always served, one of the two
+/// pairs, and the repeated event finding its order decided.
+#[tokio::test]
+async fn a_batch_is_fulfilled_as_its_events_would_be_one_by_one() {
+    let app = spawn_chain(OnBus::Postgres, |_| {}).await;
+    app.admin_db("UPDATE products SET stock = 3 WHERE sku = 'MUG-001'")
+        .await;
+    let two = r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#;
+    let one = r#"{"items":[{"sku":"MUG-001","quantity":1}]}"#;
+    let first = app.paid_order_for(two).await;
+    let second = app.paid_order_for(two).await;
+    let single = app.paid_order_for(one).await;
+    app.admin_db(&format!(
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         SELECT gen_random_uuid(), aggregate_type, aggregate_id, event_type, payload
+           FROM outbox_events WHERE event_type = 'order.paid' AND aggregate_id = '{first}'"
+    ))
+    .await;
+    let context = app.workers().await;
+    context.relay().try_execute_task().await.unwrap();
+    let mut consumer = context.fulfillment().await.unwrap();
+    let fetched = consumer.try_execute_task(Duration::from_secs(2)).await;
+    assert_eq!(fetched.unwrap(), 4, "one batch");
+    let splits = context.metrics.batch_splits.load(Ordering::Relaxed);
+    assert_eq!(splits, 0, "applied in one transaction");
+
+    let outcomes = |order: uuid::Uuid| {
+        let db = app.db.clone();
+        async move {
+            let mut found: Vec<String> = sqlx::query_scalar(
+                "SELECT c.outcome FROM consumed_events c JOIN outbox_events e ON e.id = c.event_id
+                  WHERE e.aggregate_id = $1",
+            )
+            .bind(order)
+            .fetch_all(&db)
+            .await
+            .unwrap();
+            found.sort();
+            found
+        }
+    };
+    assert_eq!(outcomes(single).await, ["shipped"]);
+    let (first, second) = (outcomes(first).await, outcomes(second).await);
+    let served_first = first.contains(&"shipped".to_string());
+    let expected: (Vec<&str>, Vec<&str>) = if served_first {
+        (vec!["not_paid", "shipped"], vec!["backordered"])
+    } else {
+        (vec!["already_fulfilled", "backordered"], vec!["shipped"])
+    };
+    assert_eq!(first, expected.0, "the first order's two events");
+    assert_eq!(second, expected.1, "the second order");
+    assert_eq!(app.stock_of("MUG-001").await, 0);
+    let shipped = app
+        .scalar("SELECT count(*) FROM fulfillments WHERE status = 'shipped'")
+        .await;
+    assert_eq!(shipped, 2);
+    let emails = app.scalar("SELECT count(*) FROM emails").await;
+    assert_eq!(emails, 2, "one confirmation per shipped order");
 }

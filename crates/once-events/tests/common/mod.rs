@@ -84,13 +84,15 @@ impl Handler for Recorder {
         SUBJECT
     }
 
-    async fn apply(&self, tx: &mut PgConnection, event: &Event) -> Result<(), HandlerError> {
-        sqlx::query("INSERT INTO effects (event_id) VALUES ($1)")
-            .bind(event.id)
-            .execute(&mut *tx)
-            .await?;
-        if event.payload.get("poison").is_some() {
-            return Err(HandlerError::Poison("this event is poison".into()));
+    async fn apply(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
+        for event in events {
+            sqlx::query("INSERT INTO effects (event_id) VALUES ($1)")
+                .bind(event.id)
+                .execute(&mut *tx)
+                .await?;
+            if event.payload.get("poison").is_some() {
+                return Err(HandlerError::Poison("this event is poison".into()));
+            }
         }
         Ok(())
     }
