@@ -40,7 +40,8 @@ pub async fn consume_all(
     sorted.dedup();
     let inserted = sqlx::query_scalar!(
         "INSERT INTO consumed_events (consumer, event_id, outcome)
-         SELECT $1, id, 'consumed' FROM unnest($2::uuid[]) AS id
+         SELECT $1, id, 'consumed' FROM unnest($2::uuid[]) WITH ORDINALITY AS u (id, n)
+          ORDER BY n
          ON CONFLICT ON CONSTRAINT consumed_events_pkey DO NOTHING
          RETURNING event_id",
         consumer,

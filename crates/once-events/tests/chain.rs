@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use once_events::{
     apply_in_one_tx,
     bus::{postgres::PgBus, Bus, ConsumerSpec, Published},
-    consume_once,
+    consume_all, consume_once,
     outbox::{self, Event},
     Counter, Handled, Handler, HandlerError,
 };
@@ -197,4 +197,19 @@ async fn a_handler_that_swallows_a_failed_statement_gets_no_ack_for_a_batch_neve
     let applied = apply_in_one_tx(&db, &Swallower, &[&event]).await;
     assert!(applied.is_err(), "reported as failed: {applied:?}");
     assert_eq!(scalar(&db, "SELECT count(*) FROM consumed_events").await, 0);
+}
+
+#[tokio::test]
+async fn consume_all_says_first_once_per_id_in_the_order_given() {
+    let db = fresh_db().await;
+    let (a, b, earlier) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
+    let mut tx = db.begin().await.unwrap();
+    assert!(consume_once(&mut tx, "mailer", earlier).await.unwrap());
+    let first = consume_all(&mut tx, "mailer", &[b, earlier, a, b])
+        .await
+        .unwrap();
+    assert_eq!(first, [true, false, true, false]);
+    tx.commit().await.unwrap();
+    let consumed = scalar(&db, "SELECT count(*) FROM consumed_events").await;
+    assert_eq!(consumed, 3);
 }

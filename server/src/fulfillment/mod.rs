@@ -79,6 +79,10 @@ impl Handler for Fulfillment {
             .collect::<Result<Vec<_>, HandlerError>>()?;
         let outcomes = fulfill(tx, &paid).await?;
         set_outcomes(tx, &outcomes).await?;
+        for ((event, order), (_, outcome)) in paid.iter().zip(&outcomes) {
+            tracing::info!(order_id = %order, %event, outcome = outcome.as_str(),
+                "order.paid applied (commits with its batch)");
+        }
         Ok(())
     }
 
@@ -134,7 +138,7 @@ async fn fulfill(
     let orders: Vec<Uuid> = paid.iter().map(|(_, order)| *order).collect();
     let statuses = lock_orders(tx, &orders).await?;
     // Orders still paid, each once, in the order their events came.
-    let mut candidates: Vec<Uuid> = Vec::new();
+    let (mut candidates, mut seen) = (Vec::new(), HashSet::new());
     for (_, order) in paid {
         match statuses.get(order).map(String::as_str) {
             None => {
@@ -142,7 +146,7 @@ async fn fulfill(
                     "order.paid for unknown order {order}"
                 )))
             }
-            Some("paid") if !candidates.contains(order) => candidates.push(*order),
+            Some("paid") if seen.insert(*order) => candidates.push(*order),
             Some(_) => {}
         }
     }
@@ -187,13 +191,15 @@ fn outcomes(
         .collect()
 }
 
-/// Locks the orders, in id order; their statuses.
+/// Locks the orders, in id order; their statuses. `FOR NO KEY UPDATE`: fulfillment changes
+/// an order's status, never its key, so rows that refer to the order (a payment's foreign
+/// key) need not wait for a batch.
 async fn lock_orders(
     tx: &mut PgConnection,
     orders: &[Uuid],
 ) -> Result<HashMap<Uuid, String>, sqlx::Error> {
     let rows = sqlx::query!(
-        "SELECT id, status FROM orders WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        "SELECT id, status FROM orders WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
         orders
     )
     .fetch_all(tx)
@@ -232,11 +238,15 @@ async fn ship(
         return Ok(Vec::new());
     }
     let ids: Vec<Uuid> = orders.iter().map(|order| fulfillments[order]).collect();
-    // `shipment_no` is nullable in the table (a backordered fulfillment has none); this
-    // statement has just set it.
+    // Numbers drawn in the order of `ids` (the order the events came), as one event at a
+    // time would draw them. `shipment_no` is nullable in the table (a backordered
+    // fulfillment has none); this statement has just set it.
     let rows = sqlx::query!(
-        r#"UPDATE fulfillments SET status = 'shipped', shipment_no = nextval('shipment_no_seq')
-            WHERE id = ANY($1) RETURNING order_id, shipment_no AS "shipment_no!""#,
+        r#"UPDATE fulfillments f SET status = 'shipped', shipment_no = s.no
+             FROM (SELECT id, nextval('shipment_no_seq') AS no
+                     FROM unnest($1::uuid[]) WITH ORDINALITY AS u (id, n)) s
+            WHERE f.id = s.id
+        RETURNING f.order_id, f.shipment_no AS "shipment_no!""#,
         &ids[..]
     )
     .fetch_all(&mut *tx)
