@@ -22,7 +22,7 @@ use crate::{
     bus::{ConsumerSpec, Delivery, Subscription},
     counters::{Counter, Counters},
     db_error, dead_letters,
-    handler::{apply_in_one_tx, Handled, Handler, HandlerError},
+    handler::{apply_in_one_tx, apply_one, Handled, Handler, HandlerError},
     outbox::Event,
 };
 
@@ -117,8 +117,7 @@ impl Consumer {
             },
         }
         for (delivery, event) in &alone {
-            let outcome = apply_in_one_tx(&self.db, self.handler.as_ref(), &[event]).await;
-            let outcome = outcome.map(|handled| handled[0]);
+            let outcome = apply_one(&self.db, self.handler.as_ref(), event).await;
             self.answer(delivery, outcome).await;
         }
         count

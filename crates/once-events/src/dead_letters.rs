@@ -11,7 +11,7 @@ use uuid::Uuid;
 
 use crate::{
     bus::{Delivery, Message},
-    handler::{apply_in_one_tx, Handled, Handler, HandlerError},
+    handler::{apply_one, Handled, Handler, HandlerError},
     outbox::Event,
 };
 
@@ -102,9 +102,7 @@ pub async fn retry(
     };
     let outcome = match Event::from_message(&message) {
         Err(reason) => Err(HandlerError::Poison(reason)),
-        Ok(event) => apply_in_one_tx(db, handler.as_ref(), &[&event])
-            .await
-            .map(|handled| handled[0]),
+        Ok(event) => apply_one(db, handler.as_ref(), &event).await,
     };
     match outcome {
         Ok(handled) => {

@@ -80,6 +80,15 @@ pub async fn apply_in_one_tx(
     applied
 }
 
+/// [`apply_in_one_tx`] for one event.
+pub async fn apply_one(
+    db: &PgPool,
+    handler: &dyn Handler,
+    event: &Event,
+) -> Result<Handled, HandlerError> {
+    Ok(apply_in_one_tx(db, handler, &[event]).await?[0])
+}
+
 async fn try_apply(
     db: &PgPool,
     handler: &dyn Handler,

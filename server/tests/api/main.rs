@@ -15,6 +15,7 @@ mod event_chain_schema;
 mod fn_properties;
 mod foundation;
 mod fulfillment;
+mod fulfillment_batches;
 mod headers;
 mod helpers;
 mod idempotency;
