@@ -40,7 +40,8 @@ pub const CHARGES: &str = "provider charges = succeeded payments + refunds";
 pub const PAYMENTS: &str = "each payment answer matches the books";
 pub const WEBHOOKS: &str = "every webhook applied once";
 pub const EMAILS: &str = "one confirmation email per shipment";
-pub const ANSWERS: &str = "5xx answers other than 503";
+pub const ANSWERS: &str = "5xx answers other than 503 + Retry-After";
+pub const ACKNOWLEDGED: &str = "every 2xx'd order, payment and order.paid event exists";
 
 /// What a run leaves to check: the shop's and the provider's databases, the intents the
 /// shoppers had, the stock before the run, and the answers they got.
@@ -55,6 +56,7 @@ pub struct Evidence<'a> {
 
 pub async fn check(evidence: &Evidence<'_>) -> anyhow::Result<Vec<Row>> {
     Ok(vec![
+        acknowledged(evidence).await?,
         orders(evidence).await?,
         fulfilled(evidence.shop).await?,
         events(evidence.shop).await?,
@@ -69,6 +71,39 @@ pub async fn check(evidence: &Evidence<'_>) -> anyhow::Result<Vec<Row>> {
             ..Row::new(ANSWERS)
         },
     ])
+}
+
+/// What a client was told was done is there after the run, whatever failed over under it:
+/// the order a 201 named, the payment a 201 named (succeeded), and that payment's
+/// `order.paid` event. The other rows say whether anything exists twice.
+async fn acknowledged(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
+    let orders = texts(evidence.shop, "SELECT id::text FROM orders").await?;
+    let payments = texts(
+        evidence.shop,
+        "SELECT id::text FROM payments WHERE status = 'succeeded'",
+    )
+    .await?;
+    let events = texts(
+        evidence.shop,
+        "SELECT payload->>'payment_id' FROM outbox_events WHERE event_type = 'order.paid'",
+    )
+    .await?;
+    let mut row = Row::new(ACKNOWLEDGED);
+    let mut expect = |found: bool| {
+        row.checked += 1;
+        row.lost += u64::from(!found);
+    };
+    for intent in evidence.intents {
+        if let (201, Some(order)) = (intent.order_status, &intent.order_id) {
+            expect(orders.contains(order));
+        }
+        if intent.payment_status == 201 {
+            let payment = intent.payment_id.as_deref().unwrap_or_default();
+            expect(payments.contains(payment));
+            expect(events.contains(payment));
+        }
+    }
+    Ok(row)
 }
 
 /// An intent answered 201 has exactly its order; one refused definitively has none; one

@@ -1,12 +1,18 @@
-//! Once as it is deployed apart: two server instances on one database, the relay, the
+//! Once as it is deployed apart: server instances on one database, the relay, the
 //! fulfillment consumer, the mailer and the reconciler each in a process of its own, the
-//! sandbox provider with its chaos knobs on, and NATS JetStream as the bus. PostgreSQL and
-//! NATS are instances of the harness's own (own ports, own data directories), never the
-//! machine's shared ones, because the harness restarts them.
+//! sandbox provider with its chaos knobs on, and NATS JetStream as the bus. The data tier is
+//! either one PostgreSQL and one NATS server, crashed and restarted on the same disk, or
+//! (`--ha`) the failover deployment of [`crate::ha`], reached through HAProxy. All of it
+//! runs on the harness's own ports and data directories, never the machine's shared ones.
+//! The provider's database is always the single PostgreSQL: it stands for a third party,
+//! outside our failover.
 
 use std::{path::PathBuf, time::Duration};
 
-use crate::process::{shell, Process};
+use crate::{
+    ha::{self, postgres::RunAs, Ha},
+    process::{shell, Process},
+};
 
 /// Where things are, as `scripts/chaos` sets them up.
 pub struct Settings {
@@ -18,6 +24,11 @@ pub struct Settings {
     pub nats_port: u16,
     pub server_bin: String,
     pub provider_bin: String,
+    /// The failover deployment (`--ha`) instead of single data nodes.
+    pub ha: bool,
+    /// PostgreSQL's programs, and the command prefix that runs them as its user.
+    pub pg_bin: String,
+    pub run_as: Vec<String>,
 }
 
 impl Settings {
@@ -34,11 +45,53 @@ impl Settings {
             nats_port: var("CHAOS_NATS_PORT")?.parse()?,
             server_bin: var("CHAOS_SERVER_BIN")?,
             provider_bin: var("CHAOS_PROVIDER_BIN")?,
+            ha: false,
+            pg_bin: var("CHAOS_PG_BIN")?,
+            run_as: var("CHAOS_RUN_AS")?
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
         })
     }
 
+    /// The PostgreSQL holding the shop's database, without a database name.
+    pub fn shop_pg_url(&self) -> String {
+        if self.ha {
+            Ha::postgres_url()
+        } else {
+            self.pg_url.clone()
+        }
+    }
+
     pub fn shop_db(&self) -> String {
-        format!("{}/once_chaos", self.pg_url)
+        format!("{}/once_chaos", self.shop_pg_url())
+    }
+
+    fn nats_url(&self) -> String {
+        if self.ha {
+            ha::nats::urls()
+        } else {
+            format!("nats://127.0.0.1:{}", self.nats_port)
+        }
+    }
+
+    /// The server instances' ports: three behind HAProxy, else two.
+    pub fn server_ports(&self) -> &'static [u16] {
+        if self.ha {
+            &SERVER_PORTS
+        } else {
+            &SERVER_PORTS[..2]
+        }
+    }
+
+    /// Where shoppers and the provider's webhooks go: HAProxy, or any instance.
+    pub fn entry_urls(&self) -> Vec<String> {
+        let ports = if self.ha {
+            &[ha::haproxy::HTTP_PORT][..]
+        } else {
+            self.server_ports()
+        };
+        ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect()
     }
 
     pub fn provider_db(&self) -> String {
@@ -46,20 +99,13 @@ impl Settings {
     }
 }
 
-pub const SERVER_PORTS: [u16; 2] = [3961, 3962];
+const SERVER_PORTS: [u16; 3] = [3961, 3962, 3963];
 const PROVIDER_PORT: u16 = 3969;
 const WEBHOOK_SECRET: &str = "chaos-run-webhook-secret";
 /// Every instance keys fingerprints alike, or a retry on another one would look reused.
 const FINGERPRINT_SECRET: &str = "chaos-run-fingerprint-secret";
 /// Short, so that a paused process loses its lease within the pause.
 pub const LEASE: Duration = Duration::from_millis(1500);
-
-pub fn server_urls() -> Vec<String> {
-    SERVER_PORTS
-        .iter()
-        .map(|p| format!("http://127.0.0.1:{p}"))
-        .collect()
-}
 
 pub fn provider_url() -> String {
     format!("http://127.0.0.1:{PROVIDER_PORT}")
@@ -70,7 +116,13 @@ pub struct Deployment {
     pub servers: Vec<Process>,
     pub workers: Vec<Process>,
     pub provider: Process,
-    pub nats: Process,
+    pub data: Data,
+}
+
+/// The data tier: single nodes, or the failover deployment.
+pub enum Data {
+    Single { nats: Process },
+    Ha(Box<Ha>),
 }
 
 fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
@@ -81,14 +133,16 @@ fn env(pairs: &[(&str, String)]) -> Vec<(String, String)> {
 }
 
 impl Deployment {
-    pub fn new(settings: Settings) -> Self {
+    pub fn new(settings: Settings) -> anyhow::Result<Self> {
         let dir = settings.dir.clone();
-        let nats_url = format!("nats://127.0.0.1:{}", settings.nats_port);
+        let nats_url = settings.nats_url();
+        let replicas = if settings.ha { "3" } else { "1" };
         let shop = |extra: &[(&str, String)]| {
             let mut pairs = vec![
                 ("DATABASE_URL", settings.shop_db()),
                 ("RUN_WORKERS", "none".into()),
                 ("NATS_URL", nats_url.clone()),
+                ("NATS_REPLICAS", replicas.into()),
                 ("PROVIDER_URL", provider_url()),
                 ("PROVIDER_WEBHOOK_SECRETS", WEBHOOK_SECRET.into()),
                 ("IDEMPOTENCY_FINGERPRINT_SECRETS", FINGERPRINT_SECRET.into()),
@@ -109,12 +163,13 @@ impl Deployment {
             pairs.extend_from_slice(extra);
             env(&pairs)
         };
-        let servers = SERVER_PORTS
+        let servers = settings
+            .server_ports()
             .iter()
             .enumerate()
             .map(|(i, port)| {
                 let addr = ("LEPTOS_SITE_ADDR", format!("127.0.0.1:{port}"));
-                let name = format!("server-{}", ["a", "b"][i]);
+                let name = format!("server-{}", ["a", "b", "c"][i]);
                 Process::new(&name, &settings.server_bin, &[], shop(&[addr]), &dir)
             })
             .collect();
@@ -131,7 +186,7 @@ impl Deployment {
                 ("PROVIDER_ADDR", format!("127.0.0.1:{PROVIDER_PORT}")),
                 (
                     "PROVIDER_WEBHOOK_URL",
-                    format!("http://127.0.0.1:{}/webhooks/provider", SERVER_PORTS[0]),
+                    format!("{}/webhooks/provider", settings.entry_urls()[0]),
                 ),
                 ("PROVIDER_WEBHOOK_SECRET", WEBHOOK_SECRET.into()),
                 ("PROVIDER_CHAOS_DUPLICATES", "1".into()),
@@ -142,37 +197,57 @@ impl Deployment {
             ]),
             &dir,
         );
-        let store = dir.join("nats").display().to_string();
-        let port = settings.nats_port.to_string();
-        let nats = Process::new(
-            "nats",
-            "nats-server",
-            &["-js", "-a", "127.0.0.1", "-p", &port, "-sd", &store],
-            vec![],
-            &dir,
-        );
-        Self {
+        let data = if settings.ha {
+            let run_as = RunAs {
+                prefix: settings.run_as.clone(),
+                bin: settings.pg_bin.clone(),
+            };
+            Data::Ha(Box::new(Ha::new(
+                dir.join("ha"),
+                run_as,
+                settings.server_ports(),
+            )?))
+        } else {
+            let store = dir.join("nats").display().to_string();
+            let port = settings.nats_port.to_string();
+            let args = ["-js", "-a", "127.0.0.1", "-p", &port, "-sd", &store];
+            let nats = Process::new("nats", "nats-server", &args, vec![], &dir);
+            Data::Single { nats }
+        };
+        Ok(Self {
             settings,
             servers,
             workers,
             provider,
-            nats,
-        }
+            data,
+        })
     }
 
-    /// Starts everything and waits until both servers and the provider answer.
+    /// Starts everything and waits until every server and the provider answer.
     pub async fn start(&mut self) -> anyhow::Result<()> {
-        self.nats.start()?;
+        match &mut self.data {
+            Data::Single { nats } => nats.start()?,
+            Data::Ha(ha) => ha.start().await?,
+        }
+        let ports = self.settings.server_ports();
+        let health = |port: &u16| format!("http://127.0.0.1:{port}/healthz");
         // The first server creates and migrates the database; the others start after it.
         self.servers[0].start()?;
-        wait_healthy(&format!("{}/healthz", server_urls()[0])).await?;
-        self.servers[1].start()?;
+        wait_healthy(&health(&ports[0])).await?;
+        for server in &mut self.servers[1..] {
+            server.start()?;
+        }
         self.provider.start()?;
         for worker in &mut self.workers {
             worker.start()?;
         }
-        wait_healthy(&format!("{}/healthz", server_urls()[1])).await?;
+        for port in &ports[1..] {
+            wait_healthy(&health(port)).await?;
+        }
         wait_healthy(&format!("{}/healthz", provider_url())).await?;
+        for entry in self.settings.entry_urls() {
+            wait_healthy(&format!("{entry}/healthz")).await?;
+        }
         Ok(())
     }
 
@@ -184,6 +259,14 @@ impl Deployment {
             .collect()
     }
 
+    /// The failover deployment, when this is one.
+    pub fn ha(&mut self) -> Option<&mut Ha> {
+        match &mut self.data {
+            Data::Ha(ha) => Some(ha),
+            Data::Single { .. } => None,
+        }
+    }
+
     /// PostgreSQL killed without a shutdown (`pg_ctl -m immediate`: crash recovery at the
     /// next start), down for `outage`.
     pub async fn crash_postgres(&self, outage: Duration) -> anyhow::Result<()> {
@@ -192,19 +275,31 @@ impl Deployment {
         shell(&self.settings.pg_start).await
     }
 
+    /// The single NATS server killed and started again after `outage`.
     pub async fn crash_nats(&mut self, outage: Duration) -> anyhow::Result<()> {
-        self.nats.kill().await;
-        tokio::time::sleep(outage).await;
-        self.nats.start()
+        if let Data::Single { nats } = &mut self.data {
+            nats.kill().await;
+            tokio::time::sleep(outage).await;
+            nats.start()?;
+        }
+        Ok(())
     }
 
     /// After the faults: everything that is down or paused runs again.
     pub async fn heal(&mut self) -> anyhow::Result<()> {
+        match &mut self.data {
+            Data::Single { nats } => {
+                if nats.restart_if_exited()? {
+                    println!("chaos: nats had exited; started again");
+                }
+            }
+            Data::Ha(ha) => ha.heal().await?,
+        }
         for p in self
             .servers
             .iter_mut()
             .chain(self.workers.iter_mut())
-            .chain([&mut self.provider, &mut self.nats])
+            .chain([&mut self.provider])
         {
             p.resume();
             if p.restart_if_exited()? {
@@ -225,23 +320,38 @@ impl Deployment {
         Ok(())
     }
 
-    pub async fn stop(&mut self) {
+    /// Stops the shop's processes and the provider; the data tier keeps running.
+    pub async fn stop_app(&mut self) {
         let grace = Duration::from_secs(10);
         for p in self.servers.iter_mut().chain(self.workers.iter_mut()) {
             p.stop(grace).await;
         }
         self.provider.stop(grace).await;
-        self.nats.stop(grace).await;
+    }
+
+    /// Stops everything the harness started (the single PostgreSQL is scripts/chaos's).
+    pub async fn stop(&mut self) {
+        self.stop_app().await;
+        match &mut self.data {
+            Data::Single { nats } => nats.stop(Duration::from_secs(10)).await,
+            Data::Ha(ha) => ha.stop().await,
+        }
     }
 }
 
 /// Refuses to start over anything that already listens on the deployment's ports (another
 /// run, or a stopped leftover of one): its answers would be taken for ours.
-pub fn ports_free(nats_port: u16) -> anyhow::Result<()> {
-    let ports = SERVER_PORTS
-        .iter()
-        .copied()
-        .chain([PROVIDER_PORT, nats_port]);
+pub fn ports_free(settings: &Settings) -> anyhow::Result<()> {
+    let data: Vec<u16> = if settings.ha {
+        let pg = ha::postgres::NODE_PORTS.into_iter();
+        pg.chain([ha::postgres::MONITOR_PORT, ha::haproxy::POSTGRES_PORT])
+            .chain([ha::haproxy::HTTP_PORT])
+            .chain(ha::nats::CLIENT_PORTS)
+            .collect()
+    } else {
+        vec![settings.nats_port]
+    };
+    let ports = SERVER_PORTS.iter().copied().chain([PROVIDER_PORT]).chain(data);
     for port in ports {
         std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
             anyhow::anyhow!("port {port} is taken ({e}): is another chaos run going?")

@@ -1,13 +1,19 @@
 //! The faults, at random moments while the shoppers shop: a server or a worker killed with
-//! SIGKILL and started again, one paused (SIGSTOP) past its lease and resumed, NATS killed
-//! and restarted, PostgreSQL crashed (immediate stop) and restarted.
+//! SIGKILL and started again, one paused (SIGSTOP) past its lease and resumed; on single
+//! data nodes, NATS killed and restarted and PostgreSQL crashed (immediate stop) and
+//! restarted; on the failover deployment (`--ha`), the PostgreSQL primary or standby killed
+//! whole, a NATS server killed (the stream's leader or a follower), and HAProxy cutting every
+//! connection to the primary, one data node at a time.
 
 use std::{collections::BTreeMap, time::Duration};
 
 use rand::{seq::SliceRandom, Rng};
 use tokio::time::Instant;
 
-use crate::deployment::{Deployment, LEASE};
+use crate::{
+    deployment::{Deployment, LEASE},
+    ha::Failover,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Fault {
@@ -15,23 +21,47 @@ pub enum Fault {
     Pause,
     NatsRestart,
     PostgresCrash,
+    PrimaryKill,
+    StandbyKill,
+    NatsLeaderKill,
+    NatsFollowerKill,
+    SessionsCut,
 }
 
 impl Fault {
-    const ALL: [Fault; 4] = [
-        Self::Kill,
-        Self::Pause,
-        Self::NatsRestart,
-        Self::PostgresCrash,
-    ];
-
-    fn pick(rng: &mut impl Rng) -> Self {
-        match rng.random_range(0..100) {
-            0..50 => Self::Kill,
-            50..80 => Self::Pause,
-            80..92 => Self::NatsRestart,
-            _ => Self::PostgresCrash,
+    /// The kinds a deployment has, each with its weight when picked at random.
+    fn kinds(ha: bool) -> &'static [(Fault, u32)] {
+        if ha {
+            &[
+                (Self::Kill, 30),
+                (Self::Pause, 10),
+                (Self::PrimaryKill, 25),
+                (Self::StandbyKill, 8),
+                (Self::NatsLeaderKill, 12),
+                (Self::NatsFollowerKill, 5),
+                (Self::SessionsCut, 10),
+            ]
+        } else {
+            &[
+                (Self::Kill, 50),
+                (Self::Pause, 30),
+                (Self::NatsRestart, 12),
+                (Self::PostgresCrash, 8),
+            ]
         }
+    }
+
+    fn pick(ha: bool, rng: &mut impl Rng) -> Self {
+        let kinds = Self::kinds(ha);
+        let total: u32 = kinds.iter().map(|(_, w)| w).sum();
+        let mut at = rng.random_range(0..total);
+        for (fault, weight) in kinds {
+            if at < *weight {
+                return *fault;
+            }
+            at -= weight;
+        }
+        unreachable!("the weights add up to the total")
     }
 
     pub fn describe(self) -> &'static str {
@@ -40,32 +70,46 @@ impl Fault {
             Self::Pause => "a server or worker paused (SIGSTOP) past its lease, then resumed",
             Self::NatsRestart => "NATS killed, then started again",
             Self::PostgresCrash => "PostgreSQL crashed (immediate stop), then started again",
+            Self::PrimaryKill => "the PostgreSQL primary killed whole (failover), then rejoined",
+            Self::StandbyKill => "the synchronous standby killed whole, then rejoined",
+            Self::NatsLeaderKill => "the NATS server leading the stream killed, then rejoined",
+            Self::NatsFollowerKill => "a NATS server following the stream killed, then rejoined",
+            Self::SessionsCut => "HAProxy cut every connection to the primary",
         }
     }
 }
 
-/// Injects faults every 1 to 3 seconds until `until`; returns how many of each.
-pub async fn run(
-    deployment: &mut Deployment,
-    until: Instant,
-) -> anyhow::Result<BTreeMap<Fault, u32>> {
-    let mut done = BTreeMap::new();
+/// What the faults did: how many of each, and every data node's failover.
+#[derive(Default)]
+pub struct Done {
+    pub counts: BTreeMap<Fault, u32>,
+    pub failovers: Vec<Failover>,
+}
+
+/// Injects faults every 1 to 3 seconds until `until`.
+pub async fn run(deployment: &mut Deployment, until: Instant) -> anyhow::Result<Done> {
+    let ha = deployment.settings.ha;
+    let mut done = Done::default();
     // Every kind once, in a random order, then any kind at random.
-    let mut first = Fault::ALL.to_vec();
+    let mut first: Vec<Fault> = Fault::kinds(ha).iter().map(|(f, _)| *f).collect();
     first.shuffle(&mut rand::rng());
     // Let the shoppers get going before the first fault.
     tokio::time::sleep(Duration::from_secs(2)).await;
     while Instant::now() < until {
-        let fault = first.pop().unwrap_or_else(|| Fault::pick(&mut rand::rng()));
-        inject(deployment, fault).await?;
-        *done.entry(fault).or_insert(0) += 1;
+        let fault = first
+            .pop()
+            .unwrap_or_else(|| Fault::pick(ha, &mut rand::rng()));
+        if let Some(failover) = inject(deployment, fault).await? {
+            done.failovers.push(failover);
+        }
+        *done.counts.entry(fault).or_insert(0) += 1;
         let gap = rand::rng().random_range(1000..3000);
         tokio::time::sleep(Duration::from_millis(gap)).await;
     }
     Ok(done)
 }
 
-async fn inject(deployment: &mut Deployment, fault: Fault) -> anyhow::Result<()> {
+async fn inject(deployment: &mut Deployment, fault: Fault) -> anyhow::Result<Option<Failover>> {
     let (down, victim) = {
         let mut rng = rand::rng();
         let down = Duration::from_millis(rng.random_range(300..1500));
@@ -97,6 +141,26 @@ async fn inject(deployment: &mut Deployment, fault: Fault) -> anyhow::Result<()>
             println!("chaos: crash PostgreSQL");
             deployment.crash_postgres(down).await?;
         }
+        data => return inject_ha(deployment, data).await,
     }
-    Ok(())
+    Ok(None)
+}
+
+/// A fault of the failover deployment's data tier; each returns once the replacement is
+/// in sync, so that the next finds a whole tier.
+async fn inject_ha(deployment: &mut Deployment, fault: Fault) -> anyhow::Result<Option<Failover>> {
+    let ha = deployment
+        .ha()
+        .ok_or_else(|| anyhow::anyhow!("{fault:?} needs the failover deployment (--ha)"))?;
+    Ok(Some(match fault {
+        Fault::PrimaryKill => ha.kill_primary().await?,
+        Fault::StandbyKill => ha.kill_standby().await?,
+        Fault::NatsLeaderKill => ha.kill_nats_node(true).await?,
+        Fault::NatsFollowerKill => ha.kill_nats_node(false).await?,
+        Fault::SessionsCut => {
+            ha.cut_postgres_sessions().await?;
+            return Ok(None);
+        }
+        other => anyhow::bail!("{other:?} is not a data-tier fault"),
+    }))
 }

@@ -1,13 +1,18 @@
-//! `chaos [SECONDS] [--shoppers N] [--prove-checker]`: runs Once as it is deployed, breaks
-//! it for SECONDS while shoppers retry, lets it settle, and checks that every promise of
-//! "exactly once" held. With `--prove-checker`, it then plants faults in copies of the
-//! finished run's database and shows that the checker reports each. Exits non-zero when
-//! anything is lost, duplicated or unexpected. Started by `scripts/chaos`, which sets up
-//! the run's own PostgreSQL and the binaries (docs/design.md, "Proving it under faults").
+//! `chaos [SECONDS] [--shoppers N] [--prove-checker] [--ha]`: runs Once as it is deployed,
+//! breaks it for SECONDS while shoppers retry, lets it settle, and checks that every promise
+//! of "exactly once" held. With `--ha` the data tier is the failover deployment (PostgreSQL
+//! primary and synchronous standby behind HAProxy, a three-node NATS cluster) and three
+//! server instances sit behind HAProxy; its faults are failovers, and the run reports how
+//! long each took and the longest time each shopper went without an answer. With
+//! `--prove-checker`, it then plants faults in copies of the finished run's database and
+//! shows that the checker reports each. Exits non-zero when anything is lost, duplicated or
+//! unexpected. Started by `scripts/chaos`, which sets up the run's own PostgreSQL and the
+//! binaries (docs/design.md, "Proving it under faults"; docs/scale.md).
 
 mod check;
 mod deployment;
 mod faults;
+mod ha;
 mod plant;
 mod process;
 mod settle;
@@ -24,6 +29,7 @@ struct Args {
     seconds: u64,
     shoppers: usize,
     prove_checker: bool,
+    ha: bool,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -31,11 +37,13 @@ fn args() -> anyhow::Result<Args> {
         seconds: 60,
         shoppers: 16,
         prove_checker: false,
+        ha: false,
     };
     let mut given = std::env::args().skip(1);
     while let Some(arg) = given.next() {
         match arg.as_str() {
             "--prove-checker" => args.prove_checker = true,
+            "--ha" => args.ha = true,
             "--shoppers" => args.shoppers = given.next().unwrap_or_default().parse()?,
             seconds => args.seconds = seconds.parse()?,
         }
@@ -46,9 +54,12 @@ fn args() -> anyhow::Result<Args> {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = args()?;
-    let settings = Settings::from_env()?;
-    deployment::ports_free(settings.nats_port)?;
-    let mut deployment = Deployment::new(settings);
+    let settings = Settings {
+        ha: args.ha,
+        ..Settings::from_env()?
+    };
+    deployment::ports_free(&settings)?;
+    let mut deployment = Deployment::new(settings)?;
     // Whatever happens — an error, Ctrl-C, a SIGTERM from a CI timeout — every process the
     // harness started is stopped (resumed first if paused) before it exits.
     let outcome = tokio::select! {
@@ -91,8 +102,15 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
             .collect();
 
     println!(
-        "chaos: {} shoppers for {} s against 2 servers and 4 workers, with faults",
-        args.shoppers, args.seconds
+        "chaos: {} shoppers for {} s against {} servers and 4 workers{}, with faults",
+        args.shoppers,
+        args.seconds,
+        deployment.servers.len(),
+        if args.ha {
+            " behind HAProxy, PostgreSQL with a standby, 3 NATS servers"
+        } else {
+            ""
+        }
     );
     let last_intent = Instant::now() + Duration::from_secs(args.seconds);
     let deadlines = shoppers::Deadlines {
@@ -101,7 +119,8 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
     };
     let tally = shoppers::Tally::default();
     let (intents, faults) = {
-        let shopping = shoppers::run(args.shoppers, deadlines, &tally);
+        let entries = deployment.settings.entry_urls();
+        let shopping = shoppers::run(args.shoppers, &entries, deadlines, &tally);
         let breaking = async {
             let faults = faults::run(deployment, last_intent).await;
             // Whatever the faults left down or paused runs again for the intents in hand.
@@ -128,10 +147,11 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
     let clean = rows.iter().all(check::Row::clean);
 
     if args.prove_checker {
-        deployment.stop().await;
+        // Nothing may write while the database is copied; the data tier stays up.
+        deployment.stop_app().await;
         shop.close().await;
-        let settings = &deployment.settings;
-        let seen = plant::prove(&settings.pg_url, "once_chaos", &evidence, &rows).await?;
+        let pg_url = deployment.settings.shop_pg_url();
+        let seen = plant::prove(&pg_url, "once_chaos", &evidence, &rows).await?;
         anyhow::ensure!(seen, "the checker missed a planted fault");
     }
     Ok(clean)
@@ -140,7 +160,7 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
 fn summary(
     deployment: &Deployment,
     intents: &[shoppers::Intent],
-    faults: &BTreeMap<faults::Fault, u32>,
+    faults: &faults::Done,
     tally: &shoppers::Tally,
 ) -> anyhow::Result<()> {
     let mut file = std::fs::File::create(deployment.settings.dir.join("intents.jsonl"))?;
@@ -153,7 +173,7 @@ fn summary(
         "\nintents: {}, orders placed: {placed}, payments that succeeded: {paid}",
         intents.len()
     );
-    for (fault, n) in faults {
+    for (fault, n) in &faults.counts {
         println!("faults: {n} × {}", fault.describe());
     }
     let answers: Vec<String> = tally
@@ -166,5 +186,54 @@ fn summary(
         answers.join(", "),
         tally.no_answer.load(std::sync::atomic::Ordering::Relaxed)
     );
+    if deployment.settings.ha {
+        print_failovers(&faults.failovers);
+        print_unavailability(tally);
+    }
     Ok(())
+}
+
+/// Per kind of data node killed: how many times, and how long until writes went through
+/// again and until the replicas were whole again (shortest, median, longest).
+fn print_failovers(failovers: &[ha::Failover]) {
+    let mut kinds: Vec<&str> = failovers.iter().map(|f| f.what).collect();
+    kinds.sort();
+    kinds.dedup();
+    println!(
+        "{:<22} {:>5} {:>32} {:>32}",
+        "node killed", "times", "writes again after (min/med/max)", "in sync again after (min/med/max)"
+    );
+    for kind in kinds {
+        let of_kind: Vec<&ha::Failover> = failovers.iter().filter(|f| f.what == kind).collect();
+        let spread = |pick: fn(&ha::Failover) -> Duration| {
+            let mut secs: Vec<f64> = of_kind.iter().map(|f| pick(f).as_secs_f64()).collect();
+            secs.sort_by(f64::total_cmp);
+            format!(
+                "{:.1} / {:.1} / {:.1} s",
+                secs[0],
+                secs[secs.len() / 2],
+                secs[secs.len() - 1]
+            )
+        };
+        println!(
+            "{kind:<22} {:>5} {:>32} {:>32}",
+            of_kind.len(),
+            spread(|f| f.unavailable),
+            spread(|f| f.resync)
+        );
+    }
+}
+
+/// The longest stretch each shopper went without a useful answer, longest first.
+fn print_unavailability(tally: &shoppers::Tally) {
+    let mut longest = tally.longest_unavailable.lock().unwrap().clone();
+    longest.sort_by(|a, b| b.cmp(a));
+    let secs: Vec<String> = longest
+        .iter()
+        .map(|d| format!("{:.1}", d.as_secs_f64()))
+        .collect();
+    println!(
+        "longest time without an answer, per shopper (s): {}\n",
+        secs.join(" ")
+    );
 }

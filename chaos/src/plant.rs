@@ -5,7 +5,7 @@
 use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::check::{
-    self, Evidence, Row, CHARGES, EMAILS, EVENTS, FULFILLED, ORDERS, PAYMENTS, STOCK, WEBHOOKS,
+    self, Evidence, Row, ACKNOWLEDGED, CHARGES, EMAILS, EVENTS, FULFILLED, ORDERS, PAYMENTS, STOCK, WEBHOOKS,
 };
 
 /// Which count a plant must raise.
@@ -17,11 +17,24 @@ enum Count {
 
 struct Plant {
     name: &'static str,
+    /// Statements run in order; `$1`, where a statement has it, is an order whose client
+    /// was answered 201.
     sql: &'static [&'static str],
     must_raise: &'static [(&'static str, Count)],
 }
 
-const PLANTS: [Plant; 7] = [
+const PLANTS: [Plant; 8] = [
+    Plant {
+        // As if a failover had lost a committed write: the order a client was told exists
+        // is gone, with everything that hangs on it (foreign keys are not enforced for
+        // the plant's session, as for a lost page of a table).
+        name: "an acknowledged order lost",
+        sql: &[
+            "SET session_replication_role = replica",
+            "DELETE FROM orders WHERE id = $1::uuid",
+        ],
+        must_raise: &[(ACKNOWLEDGED, Count::Lost), (ORDERS, Count::Lost)],
+    },
     Plant {
         name: "a duplicate order for one intent",
         sql: &["INSERT INTO orders (id, session_id, currency, total_cents)
@@ -85,6 +98,16 @@ const PLANTS: [Plant; 7] = [
     },
 ];
 
+/// An order whose client was answered 201.
+fn acknowledged_order<'a>(evidence: &Evidence<'a>) -> anyhow::Result<&'a str> {
+    evidence
+        .intents
+        .iter()
+        .find(|i| i.order_status == 201)
+        .and_then(|i| i.order_id.as_deref())
+        .ok_or_else(|| anyhow::anyhow!("no order was acknowledged: nothing to plant on"))
+}
+
 fn count(rows: &[Row], promise: &str, which: Count) -> u64 {
     let row = rows
         .iter()
@@ -119,7 +142,13 @@ pub async fn prove(
         let db = PgPool::connect(&format!("{pg_url}/{copy}")).await?;
         let mut conn = db.acquire().await?;
         for statement in plant.sql {
-            sqlx::query(statement).execute(&mut *conn).await?;
+            let query = sqlx::query(statement);
+            let query = if statement.contains("$1") {
+                query.bind(acknowledged_order(evidence)?)
+            } else {
+                query
+            };
+            query.execute(&mut *conn).await?;
         }
         drop(conn);
         let rows = check::check(&Evidence {

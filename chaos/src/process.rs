@@ -77,6 +77,20 @@ impl Process {
         self.paused = false;
     }
 
+    /// SIGKILL to the process and every process under it, as when the machine they run on
+    /// dies: a PostgreSQL node is a keeper, its supervisor, the postmaster and its backends
+    /// (which leave the process group, so the tree is read from /proc).
+    pub async fn kill_tree(&mut self) {
+        if let Some(root) = self.pid() {
+            let pids: Vec<String> = descendants(root).iter().map(u32::to_string).collect();
+            let _ = std::process::Command::new("kill")
+                .arg("-KILL")
+                .args(&pids)
+                .status();
+        }
+        self.kill().await;
+    }
+
     /// SIGSTOP: the process holds its connections and leases but does nothing, like a long
     /// garbage-collection pause or a frozen VM.
     pub fn pause(&mut self) {
@@ -127,4 +141,28 @@ pub async fn shell(command: &str) -> anyhow::Result<()> {
         .await?;
     anyhow::ensure!(status.success(), "`{command}` failed: {status}");
     Ok(())
+}
+
+/// `root` and every process descended from it, read from /proc.
+fn descendants(root: u32) -> Vec<u32> {
+    let parents: Vec<(u32, u32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // "pid (comm) state ppid …": the name may hold spaces, so read after its ')'.
+            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut found = vec![root];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        i += 1;
+    }
+    found
 }

@@ -1,7 +1,9 @@
 //! Shoppers whose clients do what careless clients do: each intent opens a session of its
 //! own, orders under one Idempotency-Key and pays under another, and after any error — a
 //! reset connection, a timeout, a 409, a 5xx — sends the same request with the same key
-//! again, to whichever server instance it picks next, until it gets a definitive answer.
+//! again, to whichever entry point it picks next (a server instance, or the load balancer),
+//! until it gets a definitive answer. Each shopper also times the longest stretch in which
+//! nothing it sent got a useful answer.
 
 use std::{
     collections::BTreeMap,
@@ -15,8 +17,6 @@ use std::{
 use rand::{seq::IndexedRandom, Rng};
 use serde::Serialize;
 use tokio::time::Instant;
-
-use crate::deployment::server_urls;
 
 const SKUS: [&str; 8] = [
     "MUG-001", "TEE-002", "NOTE-003", "BAG-004", "PEN-005", "TEA-006", "CAP-007", "LAMP-008",
@@ -46,6 +46,8 @@ pub struct Intent {
     pub payment_key: Option<String>,
     pub card: Option<String>,
     pub payment_status: u16,
+    /// The payment the 201 named.
+    pub payment_id: Option<String>,
 }
 
 /// Every answer the shoppers got, by status, and the requests that got none.
@@ -53,24 +55,35 @@ pub struct Intent {
 pub struct Tally {
     statuses: Mutex<BTreeMap<u16, u64>>,
     pub no_answer: AtomicU64,
+    /// 503 answers that did not say when to come back.
+    pub without_retry_after: AtomicU64,
+    /// Each shopper's longest stretch without a useful answer.
+    pub longest_unavailable: Mutex<Vec<Duration>>,
 }
 
 impl Tally {
-    fn answer(&self, status: u16) {
+    fn answer(&self, response: &reqwest::Response) {
+        let status = response.status().as_u16();
         *self.statuses.lock().unwrap().entry(status).or_default() += 1;
+        if status == 503 && !response.headers().contains_key("retry-after") {
+            self.without_retry_after.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     pub fn statuses(&self) -> BTreeMap<u16, u64> {
         self.statuses.lock().unwrap().clone()
     }
 
-    /// 5xx answers other than 503 (the one a server gives while the database is away).
+    /// 5xx answers other than 503 with `Retry-After` (the one a server, or the load
+    /// balancer, gives while the database or every instance is away).
     pub fn bad_5xx(&self) -> u64 {
-        self.statuses()
+        let other: u64 = self
+            .statuses()
             .iter()
             .filter(|(s, _)| **s >= 500 && **s != 503)
             .map(|(_, n)| n)
-            .sum()
+            .sum();
+        other + self.without_retry_after.load(Ordering::Relaxed)
     }
 }
 
@@ -81,20 +94,41 @@ pub struct Deadlines {
     pub give_up: Instant,
 }
 
-pub async fn run(shoppers: usize, deadlines: Deadlines, tally: &Tally) -> Vec<Intent> {
+/// Runs `shoppers` shoppers against `entries` until the deadlines; returns their intents.
+pub async fn run(
+    shoppers: usize,
+    entries: &[String],
+    deadlines: Deadlines,
+    tally: &Tally,
+) -> Vec<Intent> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(4))
         .build()
         .expect("http client");
-    let each = (0..shoppers).map(|_| async {
-        let mut intents = Vec::new();
-        while Instant::now() < deadlines.last_intent {
-            match intent(&client, deadlines, tally).await {
-                Some(done) => intents.push(done),
-                None => break,
+    let each = (0..shoppers).map(|_| {
+        let mut shopper = Shopper {
+            client: &client,
+            entries,
+            deadlines,
+            tally,
+            unavailable_since: None,
+            longest_unavailable: Duration::ZERO,
+        };
+        async move {
+            let mut intents = Vec::new();
+            while Instant::now() < deadlines.last_intent {
+                match shopper.intent().await {
+                    Some(done) => intents.push(done),
+                    None => break,
+                }
             }
+            tally
+                .longest_unavailable
+                .lock()
+                .unwrap()
+                .push(shopper.longest_unavailable);
+            intents
         }
-        intents
     });
     futures::future::join_all(each)
         .await
@@ -103,60 +137,163 @@ pub async fn run(shoppers: usize, deadlines: Deadlines, tally: &Tally) -> Vec<In
         .collect()
 }
 
-/// One intent: a session, an order, and (if the order was placed) a payment. `None` when
-/// not even a session could be opened before the end.
-async fn intent(client: &reqwest::Client, deadlines: Deadlines, tally: &Tally) -> Option<Intent> {
-    let session = open_session(client, deadlines.give_up, tally).await?;
-    let cookie = format!("once_session={session}");
-    let order_key = uuid::Uuid::new_v4().to_string();
-    let body = random_order();
-    let mut done = Intent {
-        session,
-        order_key: order_key.clone(),
-        order_status: 0,
-        order_id: None,
-        payment_key: None,
-        card: None,
-        payment_status: 0,
-    };
-    let Some((status, answer)) = post_until_definitive(
-        client,
-        "/api/orders",
-        &cookie,
-        &order_key,
-        &body,
-        deadlines,
-        tally,
-    )
-    .await
-    else {
-        return Some(done);
-    };
-    done.order_status = status;
-    let Some(order_id) = answer["id"].as_str().filter(|_| status == 201) else {
-        return Some(done);
-    };
-    done.order_id = Some(order_id.to_owned());
-    let payment_key = uuid::Uuid::new_v4().to_string();
-    let card = *CARDS.choose(&mut rand::rng()).expect("cards");
-    done.payment_key = Some(payment_key.clone());
-    done.card = Some(card.to_owned());
-    let path = format!("/api/orders/{order_id}/payments");
-    let body = serde_json::json!({ "card_number": card });
-    if let Some((status, _)) = post_until_definitive(
-        client,
-        &path,
-        &cookie,
-        &payment_key,
-        &body,
-        deadlines,
-        tally,
-    )
-    .await
-    {
-        done.payment_status = status;
+/// One shopper: its client, where it sends requests, and its stretch without answers.
+struct Shopper<'a> {
+    client: &'a reqwest::Client,
+    entries: &'a [String],
+    deadlines: Deadlines,
+    tally: &'a Tally,
+    /// When the first request of the current stretch without a useful answer was sent.
+    unavailable_since: Option<Instant>,
+    longest_unavailable: Duration,
+}
+
+impl Shopper<'_> {
+    /// One intent: a session, an order, and (if the order was placed) a payment. `None`
+    /// when not even a session could be opened before the end.
+    async fn intent(&mut self) -> Option<Intent> {
+        let session = self.open_session().await?;
+        let cookie = format!("once_session={session}");
+        let order_key = uuid::Uuid::new_v4().to_string();
+        let mut done = Intent {
+            session,
+            order_key: order_key.clone(),
+            order_status: 0,
+            order_id: None,
+            payment_key: None,
+            card: None,
+            payment_status: 0,
+            payment_id: None,
+        };
+        let Some((status, answer)) = self
+            .post_until_definitive("/api/orders", &cookie, &order_key, &random_order())
+            .await
+        else {
+            return Some(done);
+        };
+        done.order_status = status;
+        let Some(order_id) = answer["id"].as_str().filter(|_| status == 201) else {
+            return Some(done);
+        };
+        done.order_id = Some(order_id.to_owned());
+        let payment_key = uuid::Uuid::new_v4().to_string();
+        let card = *CARDS.choose(&mut rand::rng()).expect("cards");
+        done.payment_key = Some(payment_key.clone());
+        done.card = Some(card.to_owned());
+        let path = format!("/api/orders/{order_id}/payments");
+        let body = serde_json::json!({ "card_number": card });
+        if let Some((status, answer)) = self
+            .post_until_definitive(&path, &cookie, &payment_key, &body)
+            .await
+        {
+            done.payment_status = status;
+            done.payment_id = answer["id"].as_str().map(str::to_owned);
+        }
+        Some(done)
     }
-    Some(done)
+
+    fn any_entry(&self) -> &str {
+        self.entries.choose(&mut rand::rng()).expect("entries")
+    }
+
+    /// A request went out at `sent` and came back with something useful (below 500), or
+    /// with nothing useful: a stretch without answers ends or goes on.
+    fn served(&mut self, sent: Instant, useful: bool) {
+        match (useful, self.unavailable_since) {
+            (true, Some(since)) => {
+                self.longest_unavailable = self.longest_unavailable.max(since.elapsed());
+                self.unavailable_since = None;
+            }
+            (false, None) => self.unavailable_since = Some(sent),
+            _ => {}
+        }
+    }
+
+    /// `GET /api/session` until a server answers with the session cookie.
+    async fn open_session(&mut self) -> Option<String> {
+        let mut attempt = 0;
+        while Instant::now() < self.deadlines.give_up {
+            let sent = Instant::now();
+            let url = format!("{}/api/session", self.any_entry());
+            match self.client.get(url).send().await {
+                Ok(response) => {
+                    self.tally.answer(&response);
+                    self.served(sent, response.status().as_u16() < 500);
+                    if let Some(id) = session_cookie(&response) {
+                        return Some(id);
+                    }
+                }
+                Err(_) => {
+                    self.served(sent, false);
+                    self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            attempt += 1;
+            pause_before_retry(attempt).await;
+        }
+        None
+    }
+
+    /// Sends the same request with the same key until the answer is definitive: a 2xx or
+    /// a 4xx other than 409 (in progress) and 429. `None` if the run ended first.
+    async fn post_until_definitive(
+        &mut self,
+        path: &str,
+        cookie: &str,
+        key: &str,
+        body: &serde_json::Value,
+    ) -> Option<(u16, serde_json::Value)> {
+        let mut attempt = 0;
+        while Instant::now() < self.deadlines.give_up {
+            let sent = Instant::now();
+            let response = self
+                .client
+                .post(format!("{}{path}", self.any_entry()))
+                .header("cookie", cookie)
+                .header("idempotency-key", key)
+                .json(body)
+                .send()
+                .await;
+            match response {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    self.tally.answer(&response);
+                    let definitive = (200..300).contains(&status)
+                        || ((400..500).contains(&status) && status != 409 && status != 429);
+                    // An answer whose body is lost on the way is no answer: ask again.
+                    match response.json().await {
+                        Ok(answer) if definitive => {
+                            self.served(sent, true);
+                            return Some((status, answer));
+                        }
+                        Ok(_) => self.served(sent, status < 500),
+                        Err(_) => {
+                            self.served(sent, false);
+                            self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                Err(_) => {
+                    self.served(sent, false);
+                    self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            attempt += 1;
+            pause_before_retry(attempt).await;
+        }
+        None
+    }
+}
+
+fn session_cookie(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find_map(|v| v.strip_prefix("once_session="))
+        .and_then(|v| v.split(';').next())
+        .map(str::to_owned)
 }
 
 fn random_order() -> serde_json::Value {
@@ -170,95 +307,10 @@ fn random_order() -> serde_json::Value {
     serde_json::json!({ "items": items })
 }
 
-fn any_server() -> String {
-    server_urls()
-        .choose(&mut rand::rng())
-        .expect("servers")
-        .clone()
-}
-
 async fn pause_before_retry(attempt: u32) {
     let cap = 50u64 << attempt.min(4);
     tokio::time::sleep(Duration::from_millis(
         rand::rng().random_range(cap / 2..=cap),
     ))
     .await;
-}
-
-/// `GET /api/session` until a server answers with the session cookie.
-async fn open_session(client: &reqwest::Client, give_up: Instant, tally: &Tally) -> Option<String> {
-    let mut attempt = 0;
-    while Instant::now() < give_up {
-        match client
-            .get(format!("{}/api/session", any_server()))
-            .send()
-            .await
-        {
-            Ok(response) => {
-                tally.answer(response.status().as_u16());
-                let cookie = response
-                    .headers()
-                    .get_all("set-cookie")
-                    .iter()
-                    .filter_map(|v| v.to_str().ok())
-                    .find_map(|v| v.strip_prefix("once_session="))
-                    .and_then(|v| v.split(';').next())
-                    .map(str::to_owned);
-                if let Some(id) = cookie {
-                    return Some(id);
-                }
-            }
-            Err(_) => {
-                tally.no_answer.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        attempt += 1;
-        pause_before_retry(attempt).await;
-    }
-    None
-}
-
-/// Sends the same request with the same key until the answer is definitive: a 2xx or a
-/// 4xx other than 409 (in progress) and 429. `None` if the run ended first.
-async fn post_until_definitive(
-    client: &reqwest::Client,
-    path: &str,
-    cookie: &str,
-    key: &str,
-    body: &serde_json::Value,
-    deadlines: Deadlines,
-    tally: &Tally,
-) -> Option<(u16, serde_json::Value)> {
-    let mut attempt = 0;
-    while Instant::now() < deadlines.give_up {
-        let sent = client
-            .post(format!("{}{path}", any_server()))
-            .header("cookie", cookie)
-            .header("idempotency-key", key)
-            .json(body)
-            .send()
-            .await;
-        match sent {
-            Ok(response) => {
-                let status = response.status().as_u16();
-                tally.answer(status);
-                let definitive = (200..300).contains(&status)
-                    || ((400..500).contains(&status) && status != 409 && status != 429);
-                // An answer whose body is lost on the way is no answer: ask again.
-                match response.json().await {
-                    Ok(answer) if definitive => return Some((status, answer)),
-                    Ok(_) => {}
-                    Err(_) => {
-                        tally.no_answer.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
-            Err(_) => {
-                tally.no_answer.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        attempt += 1;
-        pause_before_retry(attempt).await;
-    }
-    None
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 #[derive(Clone, Debug)]
 pub struct BusConfig {
-    /// NATS JetStream carries events when set; otherwise the PostgreSQL bus does.
+    /// NATS JetStream carries events when set; otherwise the PostgreSQL bus does. Several
+    /// servers of one cluster are given comma-separated; the client moves between them.
     pub nats_url: Option<String>,
     /// The JetStream stream, and the subject prefix its events are published under.
     pub nats_stream: String,
@@ -17,4 +18,7 @@ pub struct BusConfig {
     /// How long JetStream drops a second publish of a message id
     /// ([`crate::bus::nats::DUPLICATE_WINDOW`] unless a test wants it short).
     pub nats_duplicate_window: Duration,
+    /// How many NATS servers keep a copy of the stream (1 on a single server; 3 on a
+    /// three-node cluster, so that losing any one of them loses nothing acknowledged).
+    pub nats_replicas: usize,
 }

@@ -77,6 +77,8 @@ pub struct Events {
     /// The JetStream stream, and the subject prefix its events are published under.
     pub nats_stream: String,
     pub nats_subject_prefix: String,
+    /// Copies of the stream a NATS cluster keeps (`NATS_REPLICAS`, 1 to 5).
+    pub nats_replicas: usize,
     /// SMTP server the mailer delivers through; without it emails are kept in the database.
     pub smtp_url: Option<String>,
     pub mail_from: String,
@@ -108,6 +110,7 @@ impl Events {
             poll_every: self.poll_every,
             retention: self.retention,
             nats_duplicate_window: once_events::bus::nats::DUPLICATE_WINDOW,
+            nats_replicas: self.nats_replicas,
         }
     }
 }
@@ -178,6 +181,7 @@ impl Config {
                 nats_url: var("NATS_URL").filter(|u| !u.is_empty()),
                 nats_stream: var_or("NATS_STREAM", "ONCE_EVENTS"),
                 nats_subject_prefix: var_or("NATS_SUBJECT_PREFIX", "once.events"),
+                nats_replicas: var_or("NATS_REPLICAS", "1").parse()?,
                 smtp_url: var("SMTP_URL").filter(|u| !u.is_empty()),
                 mail_from: var_or("MAIL_FROM", "Once <orders@once.test>"),
                 poll_every: millis("EVENTS_POLL_MS", "1000")?,
@@ -303,6 +307,10 @@ impl Config {
                 && !events.poll_every.is_zero()
                 && (1..=1000).contains(&events.consumer_batch),
             "CONSUMER_MAX_ATTEMPTS and EVENTS_POLL_MS must be positive, CONSUMER_BATCH 1 to 1000"
+        );
+        anyhow::ensure!(
+            (1..=5).contains(&events.nats_replicas),
+            "NATS_REPLICAS must be 1 to 5 (JetStream keeps at most five copies)"
         );
         anyhow::ensure!(
             events.ack_wait > events.pause_before_ack && events.retry_base <= events.retry_cap,

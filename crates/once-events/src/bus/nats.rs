@@ -39,15 +39,21 @@ pub struct NatsBus {
     /// How long the stream keeps messages (the events' retention).
     max_age: Duration,
     duplicate_window: Duration,
+    replicas: usize,
     ready: OnceCell<()>,
 }
 
 impl NatsBus {
-    /// Connects; while NATS is away the client keeps trying in the background.
+    /// Connects to any of the servers in `url` (comma-separated); while none answers the
+    /// client keeps trying in the background.
     pub async fn connect(url: &str, config: &BusConfig) -> anyhow::Result<Self> {
+        let servers = url
+            .split(',')
+            .map(|u| u.trim().parse::<async_nats::ServerAddr>())
+            .collect::<Result<Vec<_>, _>>()?;
         let client = async_nats::ConnectOptions::new()
             .retry_on_initial_connect()
-            .connect(url)
+            .connect(servers)
             .await?;
         Ok(Self {
             js: jetstream::new(client),
@@ -55,6 +61,7 @@ impl NatsBus {
             prefix: config.nats_subject_prefix.clone(),
             max_age: config.retention,
             duplicate_window: config.nats_duplicate_window,
+            replicas: config.nats_replicas,
             ready: OnceCell::new(),
         })
     }
@@ -69,6 +76,7 @@ impl NatsBus {
                         subjects: vec![format!("{}.>", self.prefix)],
                         duplicate_window: self.duplicate_window,
                         max_age: self.max_age,
+                        num_replicas: self.replicas,
                         ..Default::default()
                     })
                     .await

@@ -142,6 +142,7 @@ pub fn nats_config(duplicate_window: Duration) -> BusConfig {
         poll_every: Duration::from_millis(100),
         retention: Duration::from_secs(600),
         nats_duplicate_window: duplicate_window,
+        nats_replicas: 1,
     }
 }
 
