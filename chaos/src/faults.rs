@@ -29,18 +29,11 @@ pub enum Fault {
 }
 
 impl Fault {
-    /// The kinds a deployment has, each with its weight when picked at random.
-    fn kinds(ha: bool) -> &'static [(Fault, u32)] {
+    /// The faults picked at random, with their weights: on a failover deployment the
+    /// application-side ones only (its data-node faults come in [`DATA_ROTATION`]).
+    fn weighted(ha: bool) -> &'static [(Fault, u32)] {
         if ha {
-            &[
-                (Self::Kill, 30),
-                (Self::Pause, 10),
-                (Self::PrimaryKill, 25),
-                (Self::StandbyKill, 8),
-                (Self::NatsLeaderKill, 12),
-                (Self::NatsFollowerKill, 5),
-                (Self::SessionsCut, 10),
-            ]
+            &[(Self::Kill, 30), (Self::Pause, 10), (Self::SessionsCut, 10)]
         } else {
             &[
                 (Self::Kill, 50),
@@ -52,7 +45,7 @@ impl Fault {
     }
 
     fn pick(ha: bool, rng: &mut impl Rng) -> Self {
-        let kinds = Self::kinds(ha);
+        let kinds = Self::weighted(ha);
         let total: u32 = kinds.iter().map(|(_, w)| w).sum();
         let mut at = rng.random_range(0..total);
         for (fault, weight) in kinds {
@@ -86,19 +79,55 @@ pub struct Done {
     pub failovers: Vec<Failover>,
 }
 
-/// Injects faults every 1 to 3 seconds until `until`.
+/// The data-node faults of a failover deployment, in turn with application faults: the
+/// primary first and the stream leader next, so that even a short run has both, and per
+/// round two primary failovers, two NATS kills and one standby.
+const DATA_ROTATION: [Fault; 5] = [
+    Fault::PrimaryKill,
+    Fault::NatsLeaderKill,
+    Fault::StandbyKill,
+    Fault::PrimaryKill,
+    Fault::NatsFollowerKill,
+];
+
+/// Which fault comes next.
+struct Schedule {
+    ha: bool,
+    /// Single nodes: every kind once, in a random order, before any kind at random.
+    first: Vec<Fault>,
+    turn: usize,
+}
+
+impl Schedule {
+    fn new(ha: bool) -> Self {
+        let mut first: Vec<Fault> = Fault::weighted(ha).iter().map(|(f, _)| *f).collect();
+        first.shuffle(&mut rand::rng());
+        Self { ha, first, turn: 0 }
+    }
+
+    fn next(&mut self) -> Fault {
+        self.turn += 1;
+        if self.ha && self.turn % 2 == 1 {
+            return DATA_ROTATION[(self.turn / 2) % DATA_ROTATION.len()];
+        }
+        let random = || Fault::pick(self.ha, &mut rand::rng());
+        if self.ha {
+            random()
+        } else {
+            self.first.pop().unwrap_or_else(random)
+        }
+    }
+}
+
+/// Injects faults every 1 to 3 seconds until `until`; a data-node fault returns only once
+/// its replacement is in sync.
 pub async fn run(deployment: &mut Deployment, until: Instant) -> anyhow::Result<Done> {
-    let ha = deployment.settings.ha;
+    let mut schedule = Schedule::new(deployment.settings.ha);
     let mut done = Done::default();
-    // Every kind once, in a random order, then any kind at random.
-    let mut first: Vec<Fault> = Fault::kinds(ha).iter().map(|(f, _)| *f).collect();
-    first.shuffle(&mut rand::rng());
     // Let the shoppers get going before the first fault.
     tokio::time::sleep(Duration::from_secs(2)).await;
     while Instant::now() < until {
-        let fault = first
-            .pop()
-            .unwrap_or_else(|| Fault::pick(ha, &mut rand::rng()));
+        let fault = schedule.next();
         if let Some(failover) = inject(deployment, fault).await? {
             done.failovers.push(failover);
         }

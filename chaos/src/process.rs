@@ -36,6 +36,9 @@ impl Process {
     }
 
     pub fn start(&mut self) -> anyhow::Result<()> {
+        if let Some(dir) = self.log.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -83,9 +86,11 @@ impl Process {
     pub async fn kill_tree(&mut self) {
         if let Some(root) = self.pid() {
             let pids: Vec<String> = descendants(root).iter().map(u32::to_string).collect();
+            // Some may be gone already (a backend that just ended): not worth a word.
             let _ = std::process::Command::new("kill")
                 .arg("-KILL")
                 .args(&pids)
+                .stderr(Stdio::null())
                 .status();
         }
         self.kill().await;

@@ -1,5 +1,7 @@
 //! HAProxy in front of both tiers. For PostgreSQL (TCP) it sends every connection to the
-//! node that answers `pg_is_in_recovery()` with false, checked every 500 ms, and cuts the
+//! node that takes writes (`transaction_read_only` off, as libpq's
+//! `target_session_attrs=read-write` asks: not a standby, and not a new primary that
+//! pg_auto_failover still holds read-only), checked every 500 ms, and cuts the
 //! connections of a node it marks down, so that clients reconnect to the new primary:
 //! sqlx takes one host and cannot follow a failover itself. For the shop (HTTP) it spreads
 //! requests over the server instances that pass `/healthz`. When no instance can answer,
@@ -16,11 +18,12 @@ use crate::process::Process;
 pub const POSTGRES_PORT: u16 = 55455;
 pub const HTTP_PORT: u16 = 3960;
 
-/// Asks a node whether it is a primary; HAProxy passes the node's address and port as the
-/// third and fourth arguments.
+/// Asks a node whether it takes writes; HAProxy passes the node's address and port as the
+/// third and fourth arguments. A standby is read-only too (`pg_is_in_recovery()` alone
+/// would pass a promoted node before it is open for writes).
 const PRIMARY_CHECK: &str = "#!/bin/sh
 [ \"$(PGCONNECT_TIMEOUT=1 psql -XAtq -h \"$3\" -p \"$4\" -U postgres -d postgres \\
-    -c 'select pg_is_in_recovery()' 2>/dev/null)\" = f ]
+    -c 'show transaction_read_only' 2>/dev/null)\" = off ]
 ";
 
 /// What HAProxy answers when no instance could: the shop's own 503 problem.
@@ -57,7 +60,7 @@ defaults
   timeout connect 1s
   timeout client 1h
   timeout server 1h
-  log stdout format raw local0 notice
+  log stdout format iso local0 notice
 
 listen postgres
   mode tcp

@@ -4,7 +4,9 @@
 
 /// Errors that say "the database is unreachable or busy right now", not "this work is
 /// wrong": lost connections, an exhausted pool, shutdown, serialization failures, a
-/// database that refuses new connections (55000, as during maintenance), and the bounds a
+/// database that refuses new connections (55000, as during maintenance), a write that
+/// reached a node that is not the primary (25006: during a failover a connection can still
+/// lead to a standby, or to a new primary that does not take writes yet), and the bounds a
 /// session may set running out: a lock wait (55P03), a statement (57014) or an idle
 /// transaction (25P03) that took too long.
 pub fn is_transient(e: &sqlx::Error) -> bool {
@@ -18,7 +20,7 @@ pub fn is_transient(e: &sqlx::Error) -> bool {
             code.starts_with("08")
                 || code.starts_with("57P")
                 || [
-                    "40001", "40P01", "53300", "55000", "55P03", "57014", "25P03",
+                    "40001", "40P01", "53300", "55000", "55P03", "57014", "25P03", "25006",
                 ]
                 .contains(&code.as_ref())
         }),

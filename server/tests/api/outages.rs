@@ -43,3 +43,38 @@ async fn a_server_function_that_meets_a_dead_connection_answers_503_not_500() {
     );
     assert_eq!(call().await.unwrap().status(), 200);
 }
+
+/// During a failover a connection can lead to a node that does not take writes: a standby,
+/// or a new primary not yet open for them (pg_auto_failover holds it read-only until the
+/// old primary is demoted). Such a write answers 503, retryable, and stores nothing; the
+/// retry with the same key, once writes go through again, is the first execution.
+#[tokio::test]
+async fn a_write_that_reaches_a_read_only_node_answers_503_and_stores_nothing() {
+    let app = spawn_app().await;
+    let warm = post_order(&app.client, &app, Some("warm-1"), MUG_ORDER).await;
+    assert_eq!(warm.status(), 201);
+    let db = &app.db_name;
+    app.admin(&format!("ALTER DATABASE {db} SET default_transaction_read_only = on"))
+        .await;
+    app.kill_connections().await; // new sessions start read-only, as on a standby
+
+    // The first may meet a killed connection (also a 503); the pool checks the rest, so
+    // the later ones reach the read-only node itself.
+    for key in ["during-1", "during-2", "during-3"] {
+        let refused = post_order(&app.client, &app, Some(key), MUG_ORDER).await;
+        let body = assert_problem(refused, 503, "service-unavailable").await;
+        assert_eq!(body["retryable"], true);
+    }
+    assert_eq!(app.count("orders").await, 1);
+
+    app.admin(&format!("ALTER DATABASE {db} RESET default_transaction_read_only"))
+        .await;
+    app.kill_connections().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut retry = post_order(&app.client, &app, Some("during-1"), MUG_ORDER).await;
+    if retry.status() == 503 {
+        retry = post_order(&app.client, &app, Some("during-1"), MUG_ORDER).await;
+    }
+    assert_eq!(retry.status(), 201);
+    assert_eq!(app.count("orders").await, 2);
+}
