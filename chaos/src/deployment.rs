@@ -91,7 +91,10 @@ impl Settings {
         } else {
             self.server_ports()
         };
-        ports.iter().map(|p| format!("http://127.0.0.1:{p}")).collect()
+        ports
+            .iter()
+            .map(|p| format!("http://127.0.0.1:{p}"))
+            .collect()
     }
 
     pub fn provider_db(&self) -> String {
@@ -351,7 +354,11 @@ pub fn ports_free(settings: &Settings) -> anyhow::Result<()> {
     } else {
         vec![settings.nats_port]
     };
-    let ports = SERVER_PORTS.iter().copied().chain([PROVIDER_PORT]).chain(data);
+    let ports = SERVER_PORTS
+        .iter()
+        .copied()
+        .chain([PROVIDER_PORT])
+        .chain(data);
     for port in ports {
         std::net::TcpListener::bind(("127.0.0.1", port)).map_err(|e| {
             anyhow::anyhow!("port {port} is taken ({e}): is another chaos run going?")

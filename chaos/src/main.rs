@@ -201,7 +201,10 @@ fn print_failovers(failovers: &[ha::Failover]) {
     kinds.dedup();
     println!(
         "{:<22} {:>5} {:>32} {:>32}",
-        "node killed", "times", "writes again after (min/med/max)", "in sync again after (min/med/max)"
+        "node killed",
+        "times",
+        "writes again after (min/med/max)",
+        "in sync again after (min/med/max)"
     );
     for kind in kinds {
         let of_kind: Vec<&ha::Failover> = failovers.iter().filter(|f| f.what == kind).collect();

@@ -5,7 +5,8 @@
 use sqlx::{Connection, PgConnection, PgPool};
 
 use crate::check::{
-    self, Evidence, Row, ACKNOWLEDGED, CHARGES, EMAILS, EVENTS, FULFILLED, ORDERS, PAYMENTS, STOCK, WEBHOOKS,
+    self, Evidence, Row, ACKNOWLEDGED, CHARGES, EMAILS, EVENTS, FULFILLED, ORDERS, PAYMENTS, STOCK,
+    WEBHOOKS,
 };
 
 /// Which count a plant must raise.

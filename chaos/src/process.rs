@@ -83,17 +83,28 @@ impl Process {
     /// SIGKILL to the process and every process under it, as when the machine they run on
     /// dies: a PostgreSQL node is a keeper, its supervisor, the postmaster and its backends
     /// (which leave the process group, so the tree is read from /proc).
+    /// Returns once every one of them is gone: a keeper started again while its killed
+    /// predecessor still shows in /proc (not yet reaped) finds its pidfile "in use" and
+    /// refuses to run.
     pub async fn kill_tree(&mut self) {
-        if let Some(root) = self.pid() {
-            let pids: Vec<String> = descendants(root).iter().map(u32::to_string).collect();
-            // Some may be gone already (a backend that just ended): not worth a word.
-            let _ = std::process::Command::new("kill")
-                .arg("-KILL")
-                .args(&pids)
-                .stderr(Stdio::null())
-                .status();
-        }
+        let pids = self.pid().map(descendants).unwrap_or_default();
+        let args: Vec<String> = pids.iter().map(u32::to_string).collect();
+        // Some may be gone already (a backend that just ended): not worth a word.
+        let _ = std::process::Command::new("kill")
+            .arg("-KILL")
+            .args(&args)
+            .stderr(Stdio::null())
+            .status();
         self.kill().await;
+        for _ in 0..100 {
+            if !pids
+                .iter()
+                .any(|p| Path::new(&format!("/proc/{p}")).exists())
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// SIGSTOP: the process holds its connections and leases but does nothing, like a long
@@ -158,7 +169,13 @@ fn descendants(root: u32) -> Vec<u32> {
             let pid: u32 = entry.file_name().to_str()?.parse().ok()?;
             let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
             // "pid (comm) state ppid …": the name may hold spaces, so read after its ')'.
-            let ppid = stat.rsplit_once(')')?.1.split_whitespace().nth(1)?.parse().ok()?;
+            let ppid = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
             Some((pid, ppid))
         })
         .collect();
@@ -166,7 +183,12 @@ fn descendants(root: u32) -> Vec<u32> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(parents.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        found.extend(
+            parents
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
         i += 1;
     }
     found

@@ -82,6 +82,25 @@ fn unavailable(e: tower_sessions::session::Error) -> ApiError {
     ApiError::Unavailable(anyhow::anyhow!("session store: {e}"))
 }
 
+/// Middleware, outside a session layer: when the session store cannot save a session after
+/// the handler ran (its database connection dropped, as in a failover), the session layer
+/// answers a bare 500 of its own and logs the cause. That is an outage, not a fault of the
+/// request: the answer becomes the shop's 503 with `Retry-After`, and a keyed write retried
+/// with its key is replayed. The handler's own errors are never bare: they carry a problem
+/// body (`crate::error`).
+pub async fn store_away(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    let bare = response.headers().get(header::CONTENT_TYPE).is_none();
+    if response.status() != axum::http::StatusCode::INTERNAL_SERVER_ERROR || !bare {
+        return response;
+    }
+    crate::db::note_possible_loss();
+    ApiError::Unavailable(anyhow::anyhow!(
+        "the session store could not save the session"
+    ))
+    .into_response()
+}
+
 /// Only a page or resource read opens a session: GET and HEAD, not OPTIONS or TRACE (a
 /// preflight or a refused method needs none), and never a write.
 fn opens_a_session(method: &Method) -> bool {

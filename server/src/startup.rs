@@ -176,11 +176,13 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
             throttle::limit_session_writes,
         ))
         .layer(sessions)
+        .layer(middleware::from_fn(session::store_away))
         .layer(middleware::from_fn(session::no_cookie_from_writes))
         .layer(middleware::from_fn(origin::same_origin_redirects))
         .layer(middleware::from_fn(origin::same_origin_writes));
     let console = operator::router()
         .layer(session::operator_layer(state.db.clone(), https).await?)
+        .layer(middleware::from_fn(session::store_away))
         .layer(middleware::from_fn(origin::same_origin_writes));
     Ok(Router::new()
         .route("/healthz", get(health::healthz))

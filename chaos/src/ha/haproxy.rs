@@ -98,13 +98,23 @@ pub fn prepare(dir: &Path, server_ports: &[u16]) -> anyhow::Result<Process> {
     let cfg = dir.join("haproxy.cfg");
     std::fs::write(&cfg, config(dir, server_ports))?;
     let cfg = cfg.display().to_string();
-    Ok(Process::new("haproxy", "haproxy", &["-db", "-f", &cfg], vec![], dir))
+    Ok(Process::new(
+        "haproxy",
+        "haproxy",
+        &["-db", "-f", &cfg],
+        vec![],
+        dir,
+    ))
 }
 
 /// Cuts every connection HAProxy holds to PostgreSQL node `i` (the node stays up): each
 /// server instance loses its pooled connections at once, as on a network blip.
 pub async fn cut_postgres_sessions(dir: &Path, node: usize) -> anyhow::Result<String> {
-    admin(dir, &format!("shutdown sessions server postgres/node{}", node + 1)).await
+    admin(
+        dir,
+        &format!("shutdown sessions server postgres/node{}", node + 1),
+    )
+    .await
 }
 
 async fn admin(dir: &Path, command: &str) -> anyhow::Result<String> {

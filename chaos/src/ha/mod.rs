@@ -65,27 +65,37 @@ impl Ha {
     }
 
     fn js(&self) -> anyhow::Result<&async_nats::jetstream::Context> {
-        self.js.as_ref().ok_or_else(|| anyhow::anyhow!("NATS is not connected"))
+        self.js
+            .as_ref()
+            .ok_or_else(|| anyhow::anyhow!("NATS is not connected"))
     }
 
     /// The whole primary node (keeper, postmaster, backends) SIGKILLed; started again once
     /// the standby has taken over, then rejoins as the new standby.
     pub async fn kill_primary(&mut self) -> anyhow::Result<Failover> {
         let node = self.pg.primary().await?;
-        println!("chaos: kill -9 the PostgreSQL primary ({})", self.pg.nodes[node].name);
+        println!(
+            "chaos: kill -9 the PostgreSQL primary ({})",
+            self.pg.nodes[node].name
+        );
         self.pg.nodes[node].kill_tree().await;
         let unavailable = wait_writable(WITHIN).await?;
-        self.restart_pg_node(node, "PostgreSQL primary", unavailable).await
+        self.restart_pg_node(node, "PostgreSQL primary", unavailable)
+            .await
     }
 
     /// The synchronous standby SIGKILLed: commits wait until the monitor lets the primary
     /// go on alone.
     pub async fn kill_standby(&mut self) -> anyhow::Result<Failover> {
         let node = 1 - self.pg.primary().await?;
-        println!("chaos: kill -9 the PostgreSQL standby ({})", self.pg.nodes[node].name);
+        println!(
+            "chaos: kill -9 the PostgreSQL standby ({})",
+            self.pg.nodes[node].name
+        );
         self.pg.nodes[node].kill_tree().await;
         let unavailable = wait_writable(WITHIN).await?;
-        self.restart_pg_node(node, "PostgreSQL standby", unavailable).await
+        self.restart_pg_node(node, "PostgreSQL standby", unavailable)
+            .await
     }
 
     async fn restart_pg_node(
@@ -142,7 +152,11 @@ impl Ha {
 
     /// After the faults: whatever has exited runs again, and every replica is in sync.
     pub async fn heal(&mut self) -> anyhow::Result<()> {
-        for p in self.nats.iter_mut().chain(std::iter::once(&mut self.haproxy)) {
+        for p in self
+            .nats
+            .iter_mut()
+            .chain(std::iter::once(&mut self.haproxy))
+        {
             if p.restart_if_exited()? {
                 println!("chaos: {} had exited; started again", p.name);
             }
@@ -177,7 +191,9 @@ pub async fn wait_writable(within: Duration) -> anyhow::Result<Duration> {
     while started.elapsed() < within {
         let write = async {
             let mut conn = PgConnection::connect(&url).await?;
-            sqlx::query("SELECT txid_current()").execute(&mut conn).await?;
+            sqlx::query("SELECT txid_current()")
+                .execute(&mut conn)
+                .await?;
             conn.close().await
         };
         if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(1), write).await {

@@ -42,8 +42,21 @@ pub fn nodes(dir: &Path) -> Vec<Process> {
                 .collect();
             let routes = routes.join(",");
             let args = [
-                "-js", "-n", &name, "-a", "127.0.0.1", "-p", &port, "-sd", &store,
-                "--cluster_name", "once-chaos", "--cluster", &cluster, "--routes", &routes,
+                "-js",
+                "-n",
+                &name,
+                "-a",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-sd",
+                &store,
+                "--cluster_name",
+                "once-chaos",
+                "--cluster",
+                &cluster,
+                "--routes",
+                &routes,
             ];
             Process::new(&name, "nats-server", &args, vec![], dir)
         })

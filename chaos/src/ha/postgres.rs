@@ -83,8 +83,17 @@ impl PgCluster {
         let monitor = self.dir.join("monitor").display().to_string();
         let port = MONITOR_PORT.to_string();
         shell(&self.autoctl(&[
-            "create", "monitor", "--pgdata", &monitor, "--pgport", &port, "--hostname",
-            "127.0.0.1", "--auth", "trust", "--no-ssl",
+            "create",
+            "monitor",
+            "--pgdata",
+            &monitor,
+            "--pgport",
+            &port,
+            "--hostname",
+            "127.0.0.1",
+            "--auth",
+            "trust",
+            "--no-ssl",
         ]))
         .await?;
         append(&self.dir.join("monitor/postgresql.conf"), MONITOR_TIMERS)?;
@@ -102,9 +111,23 @@ impl PgCluster {
         let monitor = monitor_url("autoctl_node", "pg_auto_failover");
         // The monitor may still be starting: creation is retried for a while.
         let create = self.autoctl(&[
-            "create", "postgres", "--pgdata", &pgdata, "--pgport", &port, "--hostname",
-            "127.0.0.1", "--listen", "127.0.0.1", "--auth", "trust", "--no-ssl", "--monitor",
-            &monitor, "--name", NODE_NAMES[i],
+            "create",
+            "postgres",
+            "--pgdata",
+            &pgdata,
+            "--pgport",
+            &port,
+            "--hostname",
+            "127.0.0.1",
+            "--listen",
+            "127.0.0.1",
+            "--auth",
+            "trust",
+            "--no-ssl",
+            "--monitor",
+            &monitor,
+            "--name",
+            NODE_NAMES[i],
         ]);
         let mut tries = 0;
         while let Err(e) = shell(&create).await {
@@ -116,7 +139,10 @@ impl PgCluster {
             // The standby is a copy of the primary's directory, overrides included.
             let conf = self.dir.join(NODE_NAMES[i]);
             std::fs::write(conf.join("once-overrides.conf"), OVERRIDES)?;
-            append(&conf.join("postgresql.conf"), "\ninclude 'once-overrides.conf'\n")?;
+            append(
+                &conf.join("postgresql.conf"),
+                "\ninclude 'once-overrides.conf'\n",
+            )?;
             shell(&format!("chown -R --reference={pgdata} {pgdata}")).await?;
         }
         self.nodes[i].start()
@@ -138,7 +164,9 @@ impl PgCluster {
             .ok_or_else(|| anyhow::anyhow!("the monitor names an unknown primary {name}"))
     }
 
-    /// Whether one node is a primary and the other a standby in sync, both as assigned.
+    /// Whether one node is a primary and the other a standby in sync: both as the monitor
+    /// assigned them, and (the monitor may not have noticed a node that died a moment ago)
+    /// the primary itself streaming to a synchronous standby.
     async fn in_sync(&self) -> anyhow::Result<bool> {
         let mut monitor = connect_monitor().await?;
         let (primaries, standbys): (i64, i64) = sqlx::query_as(
@@ -148,16 +176,32 @@ impl PgCluster {
         )
         .fetch_one(&mut monitor)
         .await?;
-        Ok(primaries == 1 && standbys == 1)
+        if (primaries, standbys) != (1, 1) {
+            return Ok(false);
+        }
+        let primary = format!(
+            "postgres://postgres@127.0.0.1:{}/postgres",
+            NODE_PORTS[self.primary().await?]
+        );
+        let mut primary = connect(&primary).await?;
+        let streaming: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_replication
+              WHERE state = 'streaming' AND sync_state IN ('sync', 'quorum')",
+        )
+        .fetch_one(&mut primary)
+        .await?;
+        Ok(streaming == 1)
     }
 
     /// Waits until a primary and a synchronous standby are back; returns how long it took.
-    pub async fn wait_in_sync(&self, within: Duration) -> anyhow::Result<Duration> {
+    /// A keeper that exited meanwhile is started again.
+    pub async fn wait_in_sync(&mut self, within: Duration) -> anyhow::Result<Duration> {
         let started = Instant::now();
         while started.elapsed() < within {
             if self.in_sync().await.unwrap_or(false) {
                 return Ok(started.elapsed());
             }
+            self.restart_exited()?;
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         anyhow::bail!("PostgreSQL had no primary with a standby in sync within {within:?}")
@@ -175,7 +219,11 @@ impl PgCluster {
 
     /// Stops the nodes and the monitor (each keeper stops its postmaster on SIGTERM).
     pub async fn stop(&mut self) {
-        for p in self.nodes.iter_mut().chain(std::iter::once(&mut self.monitor)) {
+        for p in self
+            .nodes
+            .iter_mut()
+            .chain(std::iter::once(&mut self.monitor))
+        {
             p.stop(Duration::from_secs(20)).await;
         }
     }
@@ -209,6 +257,9 @@ pub fn monitor_url(user: &str, db: &str) -> String {
 }
 
 async fn connect_monitor() -> anyhow::Result<PgConnection> {
-    let url = monitor_url("postgres", "pg_auto_failover");
-    Ok(tokio::time::timeout(Duration::from_secs(2), PgConnection::connect(&url)).await??)
+    connect(&monitor_url("postgres", "pg_auto_failover")).await
+}
+
+async fn connect(url: &str) -> anyhow::Result<PgConnection> {
+    Ok(tokio::time::timeout(Duration::from_secs(2), PgConnection::connect(url)).await??)
 }

@@ -54,8 +54,10 @@ async fn a_write_that_reaches_a_read_only_node_answers_503_and_stores_nothing() 
     let warm = post_order(&app.client, &app, Some("warm-1"), MUG_ORDER).await;
     assert_eq!(warm.status(), 201);
     let db = &app.db_name;
-    app.admin(&format!("ALTER DATABASE {db} SET default_transaction_read_only = on"))
-        .await;
+    app.admin(&format!(
+        "ALTER DATABASE {db} SET default_transaction_read_only = on"
+    ))
+    .await;
     app.kill_connections().await; // new sessions start read-only, as on a standby
 
     // The first may meet a killed connection (also a 503); the pool checks the rest, so
@@ -67,8 +69,10 @@ async fn a_write_that_reaches_a_read_only_node_answers_503_and_stores_nothing() 
     }
     assert_eq!(app.count("orders").await, 1);
 
-    app.admin(&format!("ALTER DATABASE {db} RESET default_transaction_read_only"))
-        .await;
+    app.admin(&format!(
+        "ALTER DATABASE {db} RESET default_transaction_read_only"
+    ))
+    .await;
     app.kill_connections().await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let mut retry = post_order(&app.client, &app, Some("during-1"), MUG_ORDER).await;
@@ -77,4 +81,33 @@ async fn a_write_that_reaches_a_read_only_node_answers_503_and_stores_nothing() 
     }
     assert_eq!(retry.status(), 201);
     assert_eq!(app.count("orders").await, 2);
+}
+
+/// The session layer saves a session after the handler ran; when the store's database is
+/// away at that moment (a failover cut the connection), the layer's own answer is a bare
+/// 500. The shop answers it as the outage it is: 503, `Retry-After`, a problem body.
+#[tokio::test]
+async fn a_session_the_store_cannot_save_answers_503_not_500() {
+    let app = spawn_app().await;
+    // Opening a session stores it (an insert); the layer then saves it once more after the
+    // handler (an update), and that is the save the database refuses here.
+    sqlx::query(
+        "CREATE FUNCTION refuse_sessions() RETURNS trigger LANGUAGE plpgsql AS
+         $$ BEGIN RAISE EXCEPTION 'the connection was cut' USING ERRCODE = '08006'; END $$",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    sqlx::query(
+        "CREATE TRIGGER refuse_sessions BEFORE UPDATE ON tower_sessions.session
+         FOR EACH ROW EXECUTE FUNCTION refuse_sessions()",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+
+    let opened = shopper().get(app.url("/api/session")).send().await.unwrap();
+    assert!(opened.headers().contains_key("retry-after"));
+    let body = assert_problem(opened, 503, "service-unavailable").await;
+    assert_eq!(body["retryable"], true);
 }
