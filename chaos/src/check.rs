@@ -74,9 +74,22 @@ pub async fn check(evidence: &Evidence<'_>) -> anyhow::Result<Vec<Row>> {
 }
 
 /// What a client was told was done is there after the run, whatever failed over under it:
-/// the order a 201 named, the payment a 201 named (succeeded), and that payment's
-/// `order.paid` event. The other rows say whether anything exists twice.
+/// the order a 201 named, the payment a 201 named (succeeded), that payment's `order.paid`
+/// event, and for each, its key completed with that 201. The key is what no later repair
+/// writes again: a lost payment transaction whose charge the webhook or the reconciler
+/// applied anew would leave a succeeded payment and an event, but a key still processing
+/// or failed. The other rows say whether anything exists twice.
 async fn acknowledged(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
+    let completed = texts(
+        evidence.shop,
+        "SELECT scope || ' ' || key FROM idempotency_keys
+          WHERE state = 'completed' AND response_status = 201",
+    )
+    .await?;
+    let key_done = |intent: &Intent, key: &Option<String>| {
+        let key = key.as_deref().unwrap_or_default();
+        completed.contains(&format!("{} {key}", intent.session))
+    };
     let orders = texts(evidence.shop, "SELECT id::text FROM orders").await?;
     let payments = texts(
         evidence.shop,
@@ -94,13 +107,16 @@ async fn acknowledged(evidence: &Evidence<'_>) -> anyhow::Result<Row> {
         row.lost += u64::from(!found);
     };
     for intent in evidence.intents {
-        if let (201, Some(order)) = (intent.order_status, &intent.order_id) {
+        if intent.order_status == 201 {
+            let order = intent.order_id.as_deref().unwrap_or_default();
             expect(orders.contains(order));
+            expect(key_done(intent, &Some(intent.order_key.clone())));
         }
         if intent.payment_status == 201 {
             let payment = intent.payment_id.as_deref().unwrap_or_default();
             expect(payments.contains(payment));
             expect(events.contains(payment));
+            expect(key_done(intent, &intent.payment_key));
         }
     }
     Ok(row)

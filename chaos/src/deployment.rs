@@ -124,7 +124,7 @@ pub struct Deployment {
 
 /// The data tier: single nodes, or the failover deployment.
 pub enum Data {
-    Single { nats: Process },
+    Single { nats: Box<Process> },
     Ha(Box<Ha>),
 }
 
@@ -215,7 +215,9 @@ impl Deployment {
             let port = settings.nats_port.to_string();
             let args = ["-js", "-a", "127.0.0.1", "-p", &port, "-sd", &store];
             let nats = Process::new("nats", "nats-server", &args, vec![], &dir);
-            Data::Single { nats }
+            Data::Single {
+                nats: Box::new(nats),
+            }
         };
         Ok(Self {
             settings,
@@ -350,6 +352,7 @@ pub fn ports_free(settings: &Settings) -> anyhow::Result<()> {
         pg.chain([ha::postgres::MONITOR_PORT, ha::haproxy::POSTGRES_PORT])
             .chain([ha::haproxy::HTTP_PORT])
             .chain(ha::nats::CLIENT_PORTS)
+            .chain(ha::nats::ROUTE_PORTS)
             .collect()
     } else {
         vec![settings.nats_port]

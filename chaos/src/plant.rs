@@ -24,7 +24,7 @@ struct Plant {
     must_raise: &'static [(&'static str, Count)],
 }
 
-const PLANTS: [Plant; 8] = [
+const PLANTS: [Plant; 9] = [
     Plant {
         // As if a failover had lost a committed write: the order a client was told exists
         // is gone, with everything that hangs on it (foreign keys are not enforced for
@@ -35,6 +35,19 @@ const PLANTS: [Plant; 8] = [
             "DELETE FROM orders WHERE id = $1::uuid",
         ],
         must_raise: &[(ACKNOWLEDGED, Count::Lost), (ORDERS, Count::Lost)],
+    },
+    Plant {
+        // As if a failover had lost the transaction of a payment's success, and the webhook
+        // had applied the charge anew: payment, order and event are all there again, but
+        // the key the shopper was answered under never completed.
+        name: "an acknowledged payment lost, applied anew",
+        sql: &["UPDATE idempotency_keys SET state = 'failed', response_status = NULL,
+                       response_headers = NULL, response_body = NULL, completed_at = NULL
+                 WHERE state = 'completed' AND route LIKE '%/payments'
+                   AND key = (SELECT key FROM idempotency_keys
+                               WHERE state = 'completed' AND response_status = 201
+                                 AND route LIKE '%/payments' LIMIT 1)"],
+        must_raise: &[(ACKNOWLEDGED, Count::Lost)],
     },
     Plant {
         name: "a duplicate order for one intent",

@@ -33,8 +33,12 @@ const CARDS: [&str; 10] = [
     "4242424242424242",
     "4000000000000002",
     "4000000000000259",
-    "4000000000000077",
+    SLOW_CARD,
 ];
+/// The provider answers this card after 3 s, past the shop's provider timeout (2 s here):
+/// such a payment answers 503 until the run ends (the reconciler closes it), by design, so
+/// its wait is not counted as unavailability.
+const SLOW_CARD: &str = "4000000000000077";
 
 /// One shopper's intent and the answers it finally got (0: none before the end).
 #[derive(Clone, Debug, Serialize)]
@@ -112,6 +116,7 @@ pub async fn run(
             deadlines,
             tally,
             unavailable_since: None,
+            timed: true,
             longest_unavailable: Duration::ZERO,
         };
         async move {
@@ -122,6 +127,7 @@ pub async fn run(
                     None => break,
                 }
             }
+            shopper.finish();
             tally
                 .longest_unavailable
                 .lock()
@@ -145,6 +151,8 @@ struct Shopper<'a> {
     tally: &'a Tally,
     /// When the first request of the current stretch without a useful answer was sent.
     unavailable_since: Option<Instant>,
+    /// Whether the requests now sent count towards unavailability.
+    timed: bool,
     longest_unavailable: Duration,
 }
 
@@ -182,10 +190,12 @@ impl Shopper<'_> {
         done.card = Some(card.to_owned());
         let path = format!("/api/orders/{order_id}/payments");
         let body = serde_json::json!({ "card_number": card });
-        if let Some((status, answer)) = self
+        self.timed = card != SLOW_CARD;
+        let answer = self
             .post_until_definitive(&path, &cookie, &payment_key, &body)
-            .await
-        {
+            .await;
+        self.timed = true;
+        if let Some((status, answer)) = answer {
             done.payment_status = status;
             done.payment_id = answer["id"].as_str().map(str::to_owned);
         }
@@ -196,16 +206,27 @@ impl Shopper<'_> {
         self.entries.choose(&mut rand::rng()).expect("entries")
     }
 
-    /// A request went out at `sent` and came back with something useful (below 500), or
-    /// with nothing useful: a stretch without answers ends or goes on.
+    /// A request went out at `sent` and came back with something useful, or with nothing
+    /// useful (no answer, a 5xx, or a 409 or 429 that only says "not yet"): the wait that
+    /// began with the first request of the stretch ends or goes on. A slow answer that is
+    /// useful counts its own time.
     fn served(&mut self, sent: Instant, useful: bool) {
-        match (useful, self.unavailable_since) {
-            (true, Some(since)) => {
-                self.longest_unavailable = self.longest_unavailable.max(since.elapsed());
-                self.unavailable_since = None;
-            }
-            (false, None) => self.unavailable_since = Some(sent),
-            _ => {}
+        if !self.timed {
+            return;
+        }
+        self.unavailable_since.get_or_insert(sent);
+        if useful {
+            self.finish();
+        }
+    }
+
+    /// Ends the current stretch, counting it up to the last intent: the faults stop there,
+    /// and what the shoppers still retry afterwards is not what the faults did to them.
+    fn finish(&mut self) {
+        if let Some(since) = self.unavailable_since.take() {
+            let end = Instant::now().min(self.deadlines.last_intent);
+            let waited = end.saturating_duration_since(since);
+            self.longest_unavailable = self.longest_unavailable.max(waited);
         }
     }
 
@@ -218,7 +239,7 @@ impl Shopper<'_> {
             match self.client.get(url).send().await {
                 Ok(response) => {
                     self.tally.answer(&response);
-                    self.served(sent, response.status().as_u16() < 500);
+                    self.served(sent, useful(response.status().as_u16()));
                     if let Some(id) = session_cookie(&response) {
                         return Some(id);
                     }
@@ -266,7 +287,7 @@ impl Shopper<'_> {
                             self.served(sent, true);
                             return Some((status, answer));
                         }
-                        Ok(_) => self.served(sent, status < 500),
+                        Ok(_) => self.served(sent, useful(status)),
                         Err(_) => {
                             self.served(sent, false);
                             self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
@@ -283,6 +304,12 @@ impl Shopper<'_> {
         }
         None
     }
+}
+
+/// An answer that tells the client something: not a 5xx, and not a 409 (the first request
+/// is still running) or 429 (come back later).
+fn useful(status: u16) -> bool {
+    status < 500 && status != 409 && status != 429
 }
 
 fn session_cookie(response: &reqwest::Response) -> Option<String> {

@@ -15,7 +15,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::postgres::NODE_PORTS;
 use crate::process::Process;
 
-pub const POSTGRES_PORT: u16 = 55455;
+pub const POSTGRES_PORT: u16 = 25455;
 pub const HTTP_PORT: u16 = 3960;
 
 /// Asks a node whether it takes writes; HAProxy passes the node's address and port as the
@@ -67,6 +67,7 @@ listen postgres
   bind 127.0.0.1:{POSTGRES_PORT}
   balance first
   option external-check
+  timeout check 2s
   external-check path \"/usr/bin:/bin\"
   external-check command {d}/primary-check
   default-server inter 500ms fall 2 rise 1 on-marked-down shutdown-sessions

@@ -59,7 +59,11 @@ impl Ha {
         }
         self.pg.create().await?;
         self.haproxy.start()?;
-        wait_writable(WITHIN).await?;
+        let started = Instant::now();
+        while create_probe_table().await.is_err() {
+            anyhow::ensure!(started.elapsed() < WITHIN, "no primary through HAProxy");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         self.js = Some(nats::connect().await?);
         Ok(())
     }
@@ -183,23 +187,34 @@ async fn pause_a_little() {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
-/// Writes through HAProxy until one commits; returns how long that took. A fresh
-/// connection each try, as a client whose connection was cut would make.
+/// Inserts a row through HAProxy until one commits; returns how long that took. A real
+/// write: it waits for the synchronous standby as the shop's commits do. Each try gets a
+/// fresh connection, as a client whose connection was cut would make, and up to 10 s to
+/// commit (a commit waiting for a standby is slow, not failed).
 pub async fn wait_writable(within: Duration) -> anyhow::Result<Duration> {
     let started = Instant::now();
     let url = format!("{}/postgres", Ha::postgres_url());
     while started.elapsed() < within {
         let write = async {
             let mut conn = PgConnection::connect(&url).await?;
-            sqlx::query("SELECT txid_current()")
+            sqlx::query("INSERT INTO chaos_probe DEFAULT VALUES")
                 .execute(&mut conn)
                 .await?;
             conn.close().await
         };
-        if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(1), write).await {
+        if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(10), write).await {
             return Ok(started.elapsed());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     anyhow::bail!("no write through HAProxy committed within {within:?}")
+}
+
+/// The probe's table, in the `postgres` database (never the shop's).
+async fn create_probe_table() -> anyhow::Result<()> {
+    let mut conn = PgConnection::connect(&format!("{}/postgres", Ha::postgres_url())).await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS chaos_probe (at timestamptz NOT NULL DEFAULT now())")
+        .execute(&mut conn)
+        .await?;
+    Ok(conn.close().await?)
 }

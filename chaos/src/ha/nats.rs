@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::process::Process;
 
 pub const CLIENT_PORTS: [u16; 3] = [4334, 4335, 4336];
-const ROUTE_PORTS: [u16; 3] = [6334, 6335, 6336];
+pub const ROUTE_PORTS: [u16; 3] = [6334, 6335, 6336];
 pub const STREAM: &str = "ONCE_EVENTS";
 /// Published to by the harness's probe only: no consumer of the shop listens to it.
 const PROBE_SUBJECT: &str = "once.events.chaos-probe";

@@ -10,8 +10,10 @@ use tokio::time::Instant;
 
 use crate::process::{shell, Process};
 
-pub const MONITOR_PORT: u16 = 55450;
-pub const NODE_PORTS: [u16; 2] = [55451, 55452];
+/// Below the kernel's range of ephemeral ports (32768 on), so that an outgoing connection
+/// never takes a node's port while the node is down.
+pub const MONITOR_PORT: u16 = 25450;
+pub const NODE_PORTS: [u16; 2] = [25451, 25452];
 const NODE_NAMES: [&str; 2] = ["node1", "node2"];
 
 /// The monitor's timers: a node that misses a check for 2 s is unhealthy, and a primary
@@ -57,7 +59,7 @@ impl PgCluster {
             let pgdata = dir.join(name).display().to_string();
             let args = autoctl_args(&dir, &run_as, &["run", "--pgdata", &pgdata]);
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            Process::new(&format!("pg-{name}"), &args[0], &args[1..], vec![], &dir)
+            Process::new(&format!("pg-{name}"), args[0], &args[1..], vec![], &dir)
         };
         Self {
             monitor: keeper("monitor"),
@@ -90,6 +92,8 @@ impl PgCluster {
             "--pgport",
             &port,
             "--hostname",
+            "127.0.0.1",
+            "--listen",
             "127.0.0.1",
             "--auth",
             "trust",
@@ -239,6 +243,7 @@ fn autoctl_args(dir: &std::path::Path, run_as: &RunAs, args: &[&str]) -> Vec<Str
         format!("XDG_CONFIG_HOME={d}/xdg/config"),
         format!("XDG_DATA_HOME={d}/xdg/data"),
         format!("XDG_RUNTIME_DIR={d}/xdg/run"),
+        format!("HOME={d}"),
         "pg_autoctl".to_owned(),
     ]);
     all.extend(args.iter().map(|a| a.to_string()));
