@@ -341,3 +341,31 @@ async fn pause_before_retry(attempt: u32) {
     ))
     .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, retry_after: bool) -> reqwest::Response {
+        let mut response = http::Response::builder().status(status);
+        if retry_after {
+            response = response.header("retry-after", "1");
+        }
+        reqwest::Response::from(response.body("").expect("a response"))
+    }
+
+    /// What the checker's 5xx row counts: only a 503 that says when to come back is the
+    /// answer of an outage; a bare 503 (a load balancer's own), a 502 or a 500 is not.
+    #[test]
+    fn only_a_503_with_retry_after_is_a_fair_5xx() {
+        let tally = Tally::default();
+        tally.answer(&answer(503, true));
+        tally.answer(&answer(201, false));
+        assert_eq!(tally.bad_5xx(), 0);
+        tally.answer(&answer(503, false));
+        assert_eq!(tally.bad_5xx(), 1);
+        tally.answer(&answer(502, true));
+        tally.answer(&answer(500, false));
+        assert_eq!(tally.bad_5xx(), 3);
+    }
+}
