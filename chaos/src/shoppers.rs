@@ -220,6 +220,13 @@ impl Shopper<'_> {
         }
     }
 
+    /// A request sent at `sent` got no answer at all (reset, refused, timed out, or its
+    /// body lost on the way).
+    fn no_answer(&mut self, sent: Instant) {
+        self.served(sent, false);
+        self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Ends the current stretch, counting it up to the last intent: the faults stop there,
     /// and what the shoppers still retry afterwards is not what the faults did to them.
     fn finish(&mut self) {
@@ -244,10 +251,7 @@ impl Shopper<'_> {
                         return Some(id);
                     }
                 }
-                Err(_) => {
-                    self.served(sent, false);
-                    self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(_) => self.no_answer(sent),
             }
             attempt += 1;
             pause_before_retry(attempt).await;
@@ -288,16 +292,10 @@ impl Shopper<'_> {
                             return Some((status, answer));
                         }
                         Ok(_) => self.served(sent, useful(status)),
-                        Err(_) => {
-                            self.served(sent, false);
-                            self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
-                        }
+                        Err(_) => self.no_answer(sent),
                     }
                 }
-                Err(_) => {
-                    self.served(sent, false);
-                    self.tally.no_answer.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(_) => self.no_answer(sent),
             }
             attempt += 1;
             pause_before_retry(attempt).await;

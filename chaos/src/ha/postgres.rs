@@ -39,6 +39,17 @@ wal_keep_size = '256MB'
 max_connections = 300
 ";
 
+/// Every node and the monitor: on loopback only, trusting local connections, without TLS.
+const LOOPBACK_TRUST: [&str; 7] = [
+    "--hostname",
+    "127.0.0.1",
+    "--listen",
+    "127.0.0.1",
+    "--auth",
+    "trust",
+    "--no-ssl",
+];
+
 /// How to run PostgreSQL's programs here: as the postgres user when we are root (the
 /// server refuses to run as root), with the binaries of `bin` first on the path.
 pub struct RunAs {
@@ -84,22 +95,12 @@ impl PgCluster {
         }
         let monitor = self.dir.join("monitor").display().to_string();
         let port = MONITOR_PORT.to_string();
-        shell(&self.autoctl(&[
-            "create",
-            "monitor",
-            "--pgdata",
-            &monitor,
-            "--pgport",
-            &port,
-            "--hostname",
-            "127.0.0.1",
-            "--listen",
-            "127.0.0.1",
-            "--auth",
-            "trust",
-            "--no-ssl",
-        ]))
-        .await?;
+        let create = [
+            &["create", "monitor", "--pgdata", &monitor, "--pgport", &port][..],
+            &LOOPBACK_TRUST,
+        ]
+        .concat();
+        shell(&self.autoctl(&create)).await?;
         append(&self.dir.join("monitor/postgresql.conf"), MONITOR_TIMERS)?;
         self.monitor.start()?;
         for i in 0..NODE_NAMES.len() {
@@ -114,25 +115,14 @@ impl PgCluster {
         let port = NODE_PORTS[i].to_string();
         let monitor = monitor_url("autoctl_node", "pg_auto_failover");
         // The monitor may still be starting: creation is retried for a while.
-        let create = self.autoctl(&[
-            "create",
-            "postgres",
-            "--pgdata",
-            &pgdata,
-            "--pgport",
-            &port,
-            "--hostname",
-            "127.0.0.1",
-            "--listen",
-            "127.0.0.1",
-            "--auth",
-            "trust",
-            "--no-ssl",
-            "--monitor",
-            &monitor,
-            "--name",
-            NODE_NAMES[i],
-        ]);
+        let name = ["--monitor", &monitor, "--name", NODE_NAMES[i]];
+        let create = [
+            &["create", "postgres", "--pgdata", &pgdata, "--pgport", &port][..],
+            &LOOPBACK_TRUST,
+            &name,
+        ]
+        .concat();
+        let create = self.autoctl(&create);
         let mut tries = 0;
         while let Err(e) = shell(&create).await {
             tries += 1;
