@@ -238,7 +238,7 @@ impl Deployment {
         let health = |port: &u16| format!("http://127.0.0.1:{port}/healthz");
         // The first server creates and migrates the database; the others start after it.
         self.servers[0].start()?;
-        wait_healthy(&health(&ports[0])).await?;
+        wait_healthy(&health(&ports[0]), Some(&mut self.servers[0])).await?;
         for server in &mut self.servers[1..] {
             server.start()?;
         }
@@ -246,12 +246,12 @@ impl Deployment {
         for worker in &mut self.workers {
             worker.start()?;
         }
-        for port in &ports[1..] {
-            wait_healthy(&health(port)).await?;
+        for (port, server) in ports[1..].iter().zip(&mut self.servers[1..]) {
+            wait_healthy(&health(port), Some(server)).await?;
         }
-        wait_healthy(&format!("{}/healthz", provider_url())).await?;
+        wait_healthy(&format!("{}/healthz", provider_url()), None).await?;
         for entry in self.settings.entry_urls() {
-            wait_healthy(&format!("{entry}/healthz")).await?;
+            wait_healthy(&format!("{entry}/healthz"), None).await?;
         }
         Ok(())
     }
@@ -370,11 +370,18 @@ pub fn ports_free(settings: &Settings) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn wait_healthy(url: &str) -> anyhow::Result<()> {
+/// Waits until `url` answers 2xx; a `process` given is started again if it exited (a
+/// server whose database connection drops while it migrates stops, as it should).
+async fn wait_healthy(url: &str, mut process: Option<&mut Process>) -> anyhow::Result<()> {
     let client = reqwest::Client::builder()
         .timeout(Duration::from_secs(2))
         .build()?;
     for _ in 0..600 {
+        if let Some(p) = process.as_deref_mut() {
+            if p.restart_if_exited()? {
+                println!("chaos: {} stopped while starting; started again", p.name);
+            }
+        }
         if let Ok(r) = client.get(url).send().await {
             if r.status().is_success() {
                 return Ok(());

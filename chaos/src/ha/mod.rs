@@ -78,36 +78,22 @@ impl Ha {
     /// the standby has taken over, then rejoins as the new standby.
     pub async fn kill_primary(&mut self) -> anyhow::Result<Failover> {
         let node = self.pg.primary().await?;
-        println!(
-            "chaos: kill -9 the PostgreSQL primary ({})",
-            self.pg.nodes[node].name
-        );
-        self.pg.nodes[node].kill_tree().await;
-        let unavailable = wait_writable(WITHIN).await?;
-        self.restart_pg_node(node, "PostgreSQL primary", unavailable)
-            .await
+        self.kill_pg_node(node, "PostgreSQL primary").await
     }
 
     /// The synchronous standby SIGKILLed: commits wait until the monitor lets the primary
     /// go on alone.
     pub async fn kill_standby(&mut self) -> anyhow::Result<Failover> {
         let node = 1 - self.pg.primary().await?;
-        println!(
-            "chaos: kill -9 the PostgreSQL standby ({})",
-            self.pg.nodes[node].name
-        );
-        self.pg.nodes[node].kill_tree().await;
-        let unavailable = wait_writable(WITHIN).await?;
-        self.restart_pg_node(node, "PostgreSQL standby", unavailable)
-            .await
+        self.kill_pg_node(node, "PostgreSQL standby").await
     }
 
-    async fn restart_pg_node(
-        &mut self,
-        node: usize,
-        what: &'static str,
-        unavailable: Duration,
-    ) -> anyhow::Result<Failover> {
+    /// Kills PostgreSQL node `node` whole, times until a write goes through again, starts
+    /// it again and times until it is in sync.
+    async fn kill_pg_node(&mut self, node: usize, what: &'static str) -> anyhow::Result<Failover> {
+        println!("chaos: kill -9 the {what} ({})", self.pg.nodes[node].name);
+        self.pg.nodes[node].kill_tree().await;
+        let unavailable = wait_writable(WITHIN).await?;
         pause_a_little().await;
         self.pg.nodes[node].start()?;
         let resync = self.pg.wait_in_sync(WITHIN).await?;
@@ -187,14 +173,35 @@ async fn pause_a_little() {
     tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
+/// Asks `ready` every `step` until it says yes; returns how long that took, or fails with
+/// `what` was not reached within `within`.
+pub async fn poll_until<F, Fut>(
+    within: Duration,
+    step: Duration,
+    what: &str,
+    mut ready: F,
+) -> anyhow::Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let started = Instant::now();
+    while started.elapsed() < within {
+        if ready().await {
+            return Ok(started.elapsed());
+        }
+        tokio::time::sleep(step).await;
+    }
+    anyhow::bail!("{what} within {within:?}")
+}
+
 /// Inserts a row through HAProxy until one commits; returns how long that took. A real
 /// write: it waits for the synchronous standby as the shop's commits do. Each try gets a
 /// fresh connection, as a client whose connection was cut would make, and up to 10 s to
 /// commit (a commit waiting for a standby is slow, not failed).
 pub async fn wait_writable(within: Duration) -> anyhow::Result<Duration> {
-    let started = Instant::now();
     let url = format!("{}/postgres", Ha::postgres_url());
-    while started.elapsed() < within {
+    let insert = || async {
         let write = async {
             let mut conn = PgConnection::connect(&url).await?;
             sqlx::query("INSERT INTO chaos_probe DEFAULT VALUES")
@@ -202,12 +209,13 @@ pub async fn wait_writable(within: Duration) -> anyhow::Result<Duration> {
                 .await?;
             conn.close().await
         };
-        if let Ok(Ok(())) = tokio::time::timeout(Duration::from_secs(10), write).await {
-            return Ok(started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    anyhow::bail!("no write through HAProxy committed within {within:?}")
+        matches!(
+            tokio::time::timeout(Duration::from_secs(10), write).await,
+            Ok(Ok(()))
+        )
+    };
+    let step = Duration::from_millis(50);
+    poll_until(within, step, "no write through HAProxy committed", insert).await
 }
 
 /// The probe's table, in the `postgres` database (never the shop's).

@@ -6,8 +6,8 @@ use std::{path::Path, time::Duration};
 
 use async_nats::jetstream;
 use futures::StreamExt;
-use tokio::time::Instant;
 
+use super::poll_until;
 use crate::process::Process;
 
 pub const CLIENT_PORTS: [u16; 3] = [4334, 4335, 4336];
@@ -107,28 +107,23 @@ async fn in_sync(js: &jetstream::Context) -> anyhow::Result<bool> {
 
 /// Waits until the stream and its consumers are whole again; returns how long it took.
 pub async fn wait_in_sync(js: &jetstream::Context, within: Duration) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    while started.elapsed() < within {
-        if in_sync(js).await.unwrap_or(false) {
-            return Ok(started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    anyhow::bail!("the NATS stream had no leader with two current replicas within {within:?}")
+    let whole = || async { in_sync(js).await.unwrap_or(false) };
+    let what = "the NATS stream had no leader with two current replicas";
+    poll_until(within, Duration::from_millis(200), what, whole).await
 }
 
 /// Publishes to the stream until a publish is acknowledged; returns how long that took.
 pub async fn wait_writable(js: &jetstream::Context, within: Duration) -> anyhow::Result<Duration> {
-    let started = Instant::now();
-    while started.elapsed() < within {
+    let publish = || async {
         let probe = async {
             let ack = js.publish(PROBE_SUBJECT, "probe".into()).await?;
             ack.await.map_err(anyhow::Error::from)
         };
-        if let Ok(Ok(_)) = tokio::time::timeout(Duration::from_millis(500), probe).await {
-            return Ok(started.elapsed());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    anyhow::bail!("no publish to the NATS stream was acknowledged within {within:?}")
+        matches!(
+            tokio::time::timeout(Duration::from_millis(500), probe).await,
+            Ok(Ok(_))
+        )
+    };
+    let what = "no publish to the NATS stream was acknowledged";
+    poll_until(within, Duration::from_millis(50), what, publish).await
 }
