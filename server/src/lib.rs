@@ -18,6 +18,7 @@ pub mod fulfillment;
 pub mod headers;
 pub mod health;
 pub mod idempotency;
+pub mod journal;
 pub mod mailer;
 pub mod metrics;
 pub mod openapi;

@@ -69,8 +69,17 @@ async fn get_json<T: DeserializeOwned>(request: reqwest::RequestBuilder) -> Resu
         .map_err(lookup_failed)
 }
 
+/// Says what failed in words an operator can act on (the reconciler's runs show them).
 fn lookup_failed(e: reqwest::Error) -> ApiError {
-    ApiError::Unavailable(anyhow::anyhow!("payment provider call failed: {e}"))
+    let url = e.url().map(|u| u.as_str().to_owned()).unwrap_or_default();
+    let what = if e.is_connect() || e.is_timeout() {
+        format!("payment provider unreachable at {url}")
+    } else if let Some(status) = e.status() {
+        format!("payment provider refused {url}: {status}")
+    } else {
+        format!("payment provider call failed: {e}")
+    };
+    ApiError::Unavailable(anyhow::anyhow!(what))
 }
 
 /// The provider's Idempotency-Key for an attempt.

@@ -1,12 +1,12 @@
 //! The shop's own retention, beside the key table's (`once_axum::purge`): the keys of "Add
-//! to cart" forms live as long as Idempotency-Keys do, and the console's login throttle
-//! forgets addresses quiet for a day.
+//! to cart" forms and the order journal's entries live as long as Idempotency-Keys do, the
+//! console's samples for two days, and the login throttle forgets addresses quiet for a day.
 
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::{cart, operator};
+use crate::{cart, journal, operator};
 
 /// Forgets what is past retention every `every`, until the task is dropped. Safe on
 /// several instances at once: each DELETE is independent and idempotent.
@@ -16,6 +16,12 @@ pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
         tick.tick().await;
         if let Err(e) = cart::forget_old_adds(&db, retention).await {
             tracing::warn!(error = %e, "forgetting old cart adds failed; will retry");
+        }
+        if let Err(e) = journal::forget_old(&db, retention).await {
+            tracing::warn!(error = %e, "forgetting old journal entries failed; will retry");
+        }
+        if let Err(e) = operator::samples::forget_old(&db).await {
+            tracing::warn!(error = %e, "forgetting old console samples failed; will retry");
         }
         if let Err(e) = operator::throttle::forget_quiet(&db).await {
             tracing::warn!(error = %e, "forgetting quiet login throttle rows failed; will retry");

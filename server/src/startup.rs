@@ -124,6 +124,10 @@ impl Application {
             self.state.config.idempotency_retention,
             PURGE_EVERY,
         ));
+        let samples = tokio::spawn(operator::samples::run_worker(
+            self.state.db.clone(),
+            self.state.bus.clone(),
+        ));
         let unused_sessions = tokio::spawn(session::run_forgetting_unused(
             self.state.db.clone(),
             UNUSED_SESSIONS_KEPT,
@@ -148,6 +152,7 @@ impl Application {
         )
         .await;
         purge.abort();
+        samples.abort();
         retention.abort();
         forget.abort();
         unused_sessions.abort();

@@ -21,7 +21,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::{
-    hooks::{Counted, Hooks, ProtocolError, Refusal},
+    hooks::{Counted, Hooks, ProtocolError, Refusal, Repeat},
     reply::{respond, stored_from, Reply},
 };
 
@@ -94,7 +94,7 @@ impl<H: Hooks> Executor<H> {
             .await
             .map_err(IntoResponse::into_response)?;
         let unused = matches!(existing, Existing::Unused);
-        match self.answer(existing) {
+        match self.answer(req, existing).await {
             Some(Ok(stored)) => Err(respond(stored, true)),
             Some(Err(e)) => Err(e.into_response()),
             None => Ok(unused),
@@ -143,7 +143,7 @@ impl<H: Hooks> Executor<H> {
                     }
                     .into())
                 }
-                Claimed::Existing(existing) => match self.answer(existing) {
+                Claimed::Existing(existing) => match self.answer(req, existing).await {
                     Some(answer) => return answer.map(Start::Replay),
                     None => continue,
                 },
@@ -230,18 +230,25 @@ impl<H: Hooks> Executor<H> {
 
     /// The answer for a key someone else holds (a stored response to replay, or a
     /// refusal); `None` when it may be claimed.
-    fn answer(&self, existing: Existing) -> Option<Result<StoredResponse, H::Error>> {
+    async fn answer(
+        &self,
+        req: &IdempotentRequest,
+        existing: Existing,
+    ) -> Option<Result<StoredResponse, H::Error>> {
         match existing {
             Existing::Completed(stored) => {
                 self.hooks.count(Counted::Replay);
+                self.hooks.on_repeat(req, Repeat::Replay(&stored)).await;
                 Some(Ok(stored))
             }
             Existing::InProgress => {
                 self.hooks.count(Counted::InProgress);
+                self.hooks.on_repeat(req, Repeat::InProgress).await;
                 Some(Err(Refusal::InProgress.into()))
             }
             Existing::DifferentRequest => {
                 self.hooks.count(Counted::KeyReused);
+                self.hooks.on_repeat(req, Repeat::KeyReused).await;
                 Some(Err(Refusal::KeyReused.into()))
             }
             Existing::Reclaimable | Existing::Unused => None,
@@ -262,6 +269,10 @@ impl<H: Hooks> Executor<H> {
         if !stored_status_is_definitive(&stored) {
             let _ = tx.rollback().await;
             return self.give_up_with(req, lease, respond(stored, false)).await;
+        }
+        if let Err(e) = self.hooks.on_complete(&mut tx, req, &stored).await {
+            let _ = tx.rollback().await;
+            return self.give_up(req, lease, Refusal::Store(e).into()).await;
         }
         match store::complete(&mut *tx, req, lease, &stored).await {
             Ok(true) => match tx.commit().await {

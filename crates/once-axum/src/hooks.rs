@@ -6,9 +6,9 @@
 use std::future::Future;
 
 use axum::{http::StatusCode, response::IntoResponse};
-use once_core::{IdempotentRequest, KeyError};
+use once_core::{IdempotentRequest, KeyError, StoredResponse};
 use once_pg::{store, Existing};
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 /// The protocol's own refusals and failures, which the application's error type renders in
 /// its own format (problem+json, say).
@@ -54,6 +54,18 @@ pub enum Counted {
     Fenced,
 }
 
+/// A repeat of a request the key table knows, answered from the table without running
+/// anything.
+#[derive(Clone, Copy, Debug)]
+pub enum Repeat<'a> {
+    /// The stored answer, sent again.
+    Replay(&'a StoredResponse),
+    /// The first request still runs: 409.
+    InProgress,
+    /// The key was used with another request: 422.
+    KeyReused,
+}
+
 /// An application's hooks into the executor; every method has a default.
 pub trait Hooks: Clone + Send + Sync + 'static {
     type Error: ProtocolError;
@@ -75,6 +87,31 @@ pub trait Hooks: Clone + Send + Sync + 'static {
 
     /// Called for each thing the executor counts.
     fn count(&self, _what: Counted) {}
+
+    /// Runs in the work's transaction just before the outcome is stored with the key: what
+    /// an application writes here (a record of the request) commits with the work and the
+    /// stored answer, or not at all. An error rolls everything back, and the request is
+    /// answered as a transient failure.
+    fn on_complete(
+        &self,
+        _tx: &mut PgConnection,
+        _req: &IdempotentRequest,
+        _stored: &StoredResponse,
+    ) -> impl Future<Output = Result<(), sqlx::Error>> + Send {
+        async { Ok(()) }
+    }
+
+    /// Told of each repeat answered from the table, before the answer is sent. No
+    /// transaction of the protocol's is open: a repeat writes nothing of the protocol's
+    /// (docs/design.md, "Read first"), so what an application records here is its own
+    /// statement, and its failure must not change the answer.
+    fn on_repeat(
+        &self,
+        _req: &IdempotentRequest,
+        _repeat: Repeat<'_>,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 
     /// Runs between the work and its commit, with the work's transaction open and no lease
     /// renewal: where tests hold a request (its lease then runs out, as a stalled process's

@@ -29,6 +29,6 @@ pub mod status;
 
 pub use executor::{Executor, PgTx};
 pub use extract::RequestKey;
-pub use hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal};
+pub use hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal, Repeat};
 pub use once_core::{IdempotencyKey, IdempotentRequest};
 pub use reply::Reply;

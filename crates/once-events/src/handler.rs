@@ -60,6 +60,17 @@ pub trait Handler: Send + Sync {
     /// that consumers applying batches side by side wait for each other, not deadlock.
     async fn apply(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError>;
 
+    /// Told, in the same transaction, of the events in a batch that were consumed before
+    /// (a redelivery, a republish): nothing of theirs is applied, and an application may
+    /// record that it skipped them. An error undoes the whole batch, as `apply`'s does.
+    async fn skipped(
+        &self,
+        _tx: &mut PgConnection,
+        _events: &[&Event],
+    ) -> Result<(), HandlerError> {
+        Ok(())
+    }
+
     /// Told when the database was unavailable, for an app that reacts to lost connections
     /// (the shop makes its pool check its other connections).
     fn on_unavailable(&self, _error: &sqlx::Error) {}
@@ -97,13 +108,18 @@ async fn try_apply(
     let mut tx = db.begin().await?;
     let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
     let first = consume_all(&mut tx, handler.name(), &ids).await?;
-    let new: Vec<&Event> = events
+    let (new, seen_before): (Vec<(&Event, bool)>, Vec<(&Event, bool)>) = events
         .iter()
-        .zip(&first)
-        .filter_map(|(event, &first)| first.then_some(*event))
-        .collect();
+        .copied()
+        .zip(first.iter().copied())
+        .partition(|(_, first)| *first);
+    let new: Vec<&Event> = new.into_iter().map(|(event, _)| event).collect();
+    let seen_before: Vec<&Event> = seen_before.into_iter().map(|(event, _)| event).collect();
     if !new.is_empty() {
         handler.apply(&mut tx, &new).await?;
+    }
+    if !seen_before.is_empty() {
+        handler.skipped(&mut tx, &seen_before).await?;
     }
     // A transaction in which a statement failed answers COMMIT with a rollback and no error;
     // a handler that swallowed that failure would have the whole batch acked with nothing

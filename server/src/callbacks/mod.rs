@@ -32,6 +32,7 @@ use uuid::Uuid;
 
 use crate::{
     error::ApiError,
+    journal::{self, Actor},
     payments::apply::{self, Applied, ApplyError, ChargeFacts},
     provider_client::ProviderClient,
     state::AppState,
@@ -189,11 +190,12 @@ async fn record_and_apply(
     payload: serde_json::Value,
 ) -> Result<&'static str, ApiError> {
     let mut tx = db.begin().await?;
-    let charge_id = match event {
+    journal::acting_as(&mut tx, Actor::Callback).await?;
+    let (charge_id, reference) = match event {
         Event::Succeeded(d) | Event::Failed(d) | Event::Unconfirmed(d) => {
-            Some(d.charge_id.as_str())
+            (Some(d.charge_id.as_str()), Some(d.reference.as_str()))
         }
-        Event::Other | Event::Malformed => None,
+        Event::Other | Event::Malformed => (None, None),
     };
     let inserted = sqlx::query!(
         "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
@@ -207,6 +209,8 @@ async fn record_and_apply(
     .execute(&mut *tx)
     .await?;
     if inserted.rows_affected() == 0 {
+        let (tx_no, kind) = (&envelope.tx_no, &envelope.event_type);
+        journal::duplicate_callback(&mut tx, tx_no, kind, charge_id, reference).await?;
         tx.commit().await?;
         return Ok("duplicate");
     }

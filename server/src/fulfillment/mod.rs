@@ -33,7 +33,10 @@ use once_events::{
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::db;
+use crate::{
+    db,
+    journal::{self, Actor},
+};
 
 pub const CONSUMER: &str = "fulfillment";
 pub const SUBJECT: &str = "order.paid";
@@ -73,6 +76,7 @@ impl Handler for Fulfillment {
     }
 
     async fn apply(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
+        journal::acting_as(tx, Actor::Fulfillment).await?;
         let paid = events
             .iter()
             .map(|event| Ok((event.id, paid_order(event)?)))
@@ -84,6 +88,12 @@ impl Handler for Fulfillment {
                 "order.paid applied (commits with its batch)");
         }
         Ok(())
+    }
+
+    /// A redelivery skipped by the dedup: the order's journal says so.
+    async fn skipped(&self, tx: &mut PgConnection, events: &[&Event]) -> Result<(), HandlerError> {
+        journal::acting_as(tx, Actor::Fulfillment).await?;
+        Ok(journal::skipped_deliveries(tx, CONSUMER, events).await?)
     }
 
     /// A connection found dead tells the shop's pool to check its others before use.

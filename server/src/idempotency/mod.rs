@@ -7,6 +7,9 @@
 //!   store, in the same statement ([`first_read`]), and a write for a session the store
 //!   does not know runs nothing;
 //! * its metrics, and its test-time faults ([`ShopHooks`]);
+//! * the order journal's request entries: the request that completed, written in the
+//!   transaction that stores its answer, and each repeat answered from the table
+//!   (`crate::journal`);
 //! * [`status`]: the key-status route, documented in the shop's API reference.
 
 mod first_read;
@@ -18,15 +21,16 @@ use axum::{
     extract::{FromRef, FromRequestParts},
     http::request::Parts,
 };
-use once_axum::{Counted, Executor, Hooks};
-use once_core::IdempotentRequest;
+use once_axum::{Counted, Executor, Hooks, Repeat};
+use once_core::{IdempotentRequest, StoredResponse};
 use once_pg::Existing;
-use sqlx::PgPool;
+use sqlx::{PgConnection, PgPool};
 
 use crate::{
     db::Readers,
     error::ApiError,
     faults::{FaultRequest, Faults},
+    journal,
     metrics::Metrics,
     state::AppState,
 };
@@ -119,4 +123,34 @@ impl Hooks for ShopHooks {
     async fn before_commit(&self, _req: &IdempotentRequest) -> Result<(), ApiError> {
         self.faults.inject(&self.request_faults).await
     }
+
+    async fn on_complete(
+        &self,
+        tx: &mut PgConnection,
+        req: &IdempotentRequest,
+        stored: &StoredResponse,
+    ) -> Result<(), sqlx::Error> {
+        journal::request(tx, req, stored).await
+    }
+
+    async fn on_repeat(&self, req: &IdempotentRequest, repeat: Repeat<'_>) {
+        if let Err(e) = record_repeat(&self.readers, req, repeat).await {
+            tracing::warn!(key = %req.key, error = %e, "a repeat's journal entry was not written");
+        }
+    }
+}
+
+/// A repeat's journal entry, on a reader: the connection its first read used, with no ping.
+async fn record_repeat(
+    readers: &Readers,
+    req: &IdempotentRequest,
+    repeat: Repeat<'_>,
+) -> Result<(), sqlx::Error> {
+    let mut reader = readers.acquire().await?;
+    let within = reader.answer_within();
+    tokio::time::timeout(within, journal::repeat(reader.conn(), req, repeat))
+        .await
+        .map_err(|_| sqlx::Error::PoolTimedOut)??;
+    reader.done();
+    Ok(())
 }

@@ -1,13 +1,18 @@
 //! The operator console, `/operator`: server-rendered with askama (no wasm), behind a login
 //! ([`auth`]). It shows what an operator of this shop looks at: outbox and consumer lag,
 //! dead letters, idempotency keys and payments by state, reconciliation runs and findings,
-//! callback anomalies and recent emails; and it offers the actions on them: run the
-//! reconciler, resolve or refund a finding, retry or discard a dead letter. Failed logins
-//! are throttled ([`throttle`]).
+//! callback anomalies and recent emails, charts of the last hours ([`samples`], drawn by
+//! `charts`), and one order's whole story (`journal`, found by any of its identifiers); and
+//! it offers the actions on them: run the reconciler, resolve or refund a finding, retry or
+//! discard a dead letter. Failed logins are throttled ([`throttle`]).
 
 pub mod auth;
+mod charts;
 mod figures;
+mod journal;
+mod overview;
 mod pages;
+pub mod samples;
 pub mod throttle;
 
 use axum::{
@@ -21,7 +26,9 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/operator/login", get(pages::login_page).post(pages::login))
         .route("/operator/logout", post(pages::logout))
-        .route("/operator", get(pages::overview))
+        .route("/operator", get(overview::overview))
+        .route("/operator/search", get(journal::search))
+        .route("/operator/orders/{order_no}", get(journal::order_journal))
         .route("/operator/reconciliation", get(pages::reconciliation))
         .route("/operator/reconciliation/run", post(pages::run_reconciler))
         .route(

@@ -34,7 +34,7 @@ pub struct LoginForm {
     password: String,
 }
 
-fn render(template: impl Template) -> Response {
+pub(super) fn render(template: impl Template) -> Response {
     match template.render() {
         Ok(html) => Html(html).into_response(),
         Err(e) => ApiError::Internal(e.into()).into_response(),
@@ -169,25 +169,6 @@ pub async fn logout(operator: Operator, Form(form): Form<CsrfForm>) -> Response 
     }
     auth::log_out(&operator.session).await;
     Redirect::to("/operator/login").into_response()
-}
-
-#[derive(Template)]
-#[template(path = "operator/overview.html")]
-struct OverviewPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
-    figures: Vec<(String, String)>,
-}
-
-pub async fn overview(operator: Operator, State(db): State<PgPool>) -> Result<Response, ApiError> {
-    let figures = super::figures::read(&db).await?;
-    Ok(render(OverviewPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
-        figures,
-    }))
 }
 
 struct RunRow {

@@ -21,6 +21,7 @@ use super::{
 };
 use crate::{
     error::ApiError,
+    journal::{self, Actor},
     payments::apply::{self, Applied, ApplyError, ChargeFacts},
     provider_client::Charge,
 };
@@ -127,6 +128,7 @@ impl Reconciler {
         charge: &Charge,
     ) -> Result<bool, ApiError> {
         let mut tx = self.db.begin().await?;
+        journal::acting_as(&mut tx, Actor::Reconciler).await?;
         let applied =
             match apply::charge_succeeded(&mut tx, payment_id, &ChargeFacts::of(charge)).await {
                 Ok(applied) => applied,

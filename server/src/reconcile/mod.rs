@@ -10,6 +10,7 @@
 //! * The ledger is read from an overlap window before the last run's latest entry, so a
 //!   charge that committed late (after later ones were read) is still seen.
 
+mod error;
 mod findings;
 mod ledger;
 mod local;
@@ -21,6 +22,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use error::ReconcileError;
 pub use findings::{list as list_findings, resolve as resolve_finding, FindingRow, Kind};
 
 /// An operator's refund of what an open finding names: only a charge we could not match
@@ -110,7 +112,7 @@ pub struct RunSummary {
 impl Reconciler {
     /// Runs once, unless another run holds the lease (`Ok(None)`). The lease is renewed
     /// while the run works; a run that loses it (renewal found another holder) stops.
-    pub async fn try_execute_task(&self) -> Result<Option<RunSummary>, ApiError> {
+    pub async fn try_execute_task(&self) -> Result<Option<RunSummary>, ReconcileError> {
         let holder = Uuid::new_v4();
         if !self.take_lease(holder).await? {
             return Ok(None);
@@ -126,7 +128,7 @@ impl Reconciler {
     }
 
     /// Renews the lease every third of its length; returns only when it was lost.
-    async fn keep_lease(&self, holder: Uuid) -> ApiError {
+    async fn keep_lease(&self, holder: Uuid) -> ReconcileError {
         loop {
             tokio::time::sleep(LEASE / 3).await;
             let renewed = sqlx::query!(
@@ -138,15 +140,13 @@ impl Reconciler {
             .await;
             match renewed {
                 Ok(r) if r.rows_affected() == 1 => continue,
-                Ok(_) => {
-                    return ApiError::Internal(anyhow::anyhow!("the reconciliation lease was lost"))
-                }
+                Ok(_) => return ReconcileError::LeaseLost,
                 Err(e) => return e.into(),
             }
         }
     }
 
-    async fn run(&self, id: Uuid) -> Result<RunSummary, ApiError> {
+    async fn run(&self, id: Uuid) -> Result<RunSummary, ReconcileError> {
         // Runs that died holding an expired lease are over.
         sqlx::query!(
             "UPDATE reconcile_runs SET status = 'failed', error = 'stopped before it finished', finished_at = now()
@@ -184,16 +184,23 @@ impl Reconciler {
         &self,
         id: Uuid,
         since: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Result<RunSummary, ApiError> {
+    ) -> Result<RunSummary, ReconcileError> {
         let mut tally = Tally::default();
         let mut cursor: Option<String> = None;
         for _ in 0..MAX_PAGES {
-            let page = self.provider.ledger_page(since, cursor.as_deref()).await?;
+            let page = self
+                .provider
+                .ledger_page(since, cursor.as_deref())
+                .await
+                .map_err(|e| ReconcileError::from(e).reading_the_ledger())?;
             for charge in &page.data {
                 tally.seen += 1;
                 match self.check_charge(id, charge).await {
                     Ok(new) => tally.found += usize::from(new),
-                    Err(e) => tally.failed(charge.created_at, format!("charge {}: {e}", charge.id)),
+                    Err(e) => tally.failed(
+                        charge.created_at,
+                        format!("charge {}: {}", charge.id, ReconcileError::from(e)),
+                    ),
                 }
                 tally.until = tally.until.max(charge.created_at);
             }
@@ -206,15 +213,18 @@ impl Reconciler {
         }
         match self.settle_stranded(id).await {
             Ok(found) => tally.found += found,
-            Err(e) => tally.failed(None, format!("stranded attempts: {e}")),
+            Err(e) => tally.failed(
+                None,
+                format!("stranded attempts: {}", ReconcileError::from(e)),
+            ),
         }
         match self.refund_what_is_due(id).await {
             Ok(found) => tally.found += found,
-            Err(e) => tally.failed(None, format!("refunds due: {e}")),
+            Err(e) => tally.failed(None, format!("refunds due: {}", ReconcileError::from(e))),
         }
         match self.check_our_successes(id, since).await {
             Ok(found) => tally.found += found,
-            Err(e) => tally.failed(None, format!("our successes: {e}")),
+            Err(e) => tally.failed(None, format!("our successes: {}", ReconcileError::from(e))),
         }
         // `tally.watermark()` is chrono's, not the `time` type the macros expect (see `run`).
         sqlx::query!(

@@ -6,7 +6,11 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::findings::{self, Finding};
-use crate::{error::ApiError, provider_client::ProviderClient};
+use crate::{
+    error::ApiError,
+    journal::{self, Actor},
+    provider_client::ProviderClient,
+};
 
 /// Refunds `charge_id` (taken for `payment_id`, if it names one of ours) and records it,
 /// with `finding` (of run `run_id`) in the same transaction; a payment that was
@@ -21,6 +25,7 @@ pub async fn refund_charge(
 ) -> Result<bool, ApiError> {
     let refund_id = provider.refund(charge_id).await?;
     let mut tx = db.begin().await?;
+    journal::acting_as(&mut tx, Actor::Reconciler).await?;
     let new = match finding {
         Some((run_id, finding)) => findings::record(&mut *tx, run_id, finding).await?,
         None => false,

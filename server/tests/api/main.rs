@@ -19,6 +19,7 @@ mod fulfillment_batches;
 mod headers;
 mod helpers;
 mod idempotency;
+mod journal;
 mod limits;
 mod mailer;
 mod no_500;

@@ -5,7 +5,7 @@ use crate::helpers::*;
 
 pub const PASSWORD: &str = "operator-test-password";
 
-async fn spawn_console() -> TestApp {
+pub(crate) async fn spawn_console() -> TestApp {
     spawn_chain(OnBus::Postgres, |config| {
         config.operator_password = Some(PASSWORD.into());
     })
@@ -42,7 +42,7 @@ async fn act(app: &TestApp, client: &reqwest::Client, path: &str, csrf: &str) ->
 }
 
 /// A client logged in as the operator, and its CSRF token.
-async fn operator(app: &TestApp) -> (reqwest::Client, String) {
+pub(crate) async fn operator(app: &TestApp) -> (reqwest::Client, String) {
     let client = shopper();
     app.open_session(&client).await;
     assert_eq!(login(app, &client, PASSWORD).await.status(), 303);
@@ -51,11 +51,13 @@ async fn operator(app: &TestApp) -> (reqwest::Client, String) {
     (client, csrf)
 }
 
-const PAGES: [&str; 4] = [
+const PAGES: [&str; 6] = [
     "/operator",
     "/operator/reconciliation",
     "/operator/dead-letters",
     "/operator/emails",
+    "/operator/search?q=ONC-1001",
+    "/operator/orders/ONC-1001",
 ];
 
 async fn a_dead_letter(app: &TestApp) -> uuid::Uuid {

@@ -56,6 +56,13 @@ pub trait Bus: Send + Sync {
     async fn publish_all(&self, messages: &[Message]) -> anyhow::Result<Vec<Published>>;
     async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>>;
 
+    /// How many messages wait for `consumer` (not delivered yet, or delivered and not
+    /// acked), where the bus keeps that count itself (JetStream); `None` where deliveries
+    /// are rows the database counts (the PostgreSQL bus's `bus_deliveries`).
+    async fn waiting(&self, _consumer: &str) -> anyhow::Result<Option<u64>> {
+        Ok(None)
+    }
+
     /// Publishes one message.
     async fn publish(&self, message: &Message) -> anyhow::Result<Published> {
         let mut published = self.publish_all(std::slice::from_ref(message)).await?;

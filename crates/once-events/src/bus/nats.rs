@@ -118,6 +118,14 @@ impl Bus for NatsBus {
             .collect())
     }
 
+    /// JetStream's own count: messages not delivered yet plus those delivered and unacked.
+    async fn waiting(&self, consumer: &str) -> anyhow::Result<Option<u64>> {
+        self.ensure_stream().await?;
+        let stream = self.js.get_stream(&self.stream).await?;
+        let info = stream.consumer_info(consumer).await?;
+        Ok(Some(info.num_pending + info.num_ack_pending as u64))
+    }
+
     async fn subscribe(&self, spec: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
         self.ensure_stream().await?;
         let stream = self.js.get_stream(&self.stream).await?;

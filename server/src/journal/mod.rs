@@ -1,0 +1,226 @@
+//! The order journal: everything that happened to one order, in order, for the operator who
+//! reads it at `/operator/orders/{order_no}` (docs/design.md, "The order journal").
+//!
+//! Each entry is written in the transaction of the thing it records, so a rolled-back attempt
+//! leaves none and a committed one always has its entry. Row changes (the order's status,
+//! payments and their provider calls, callbacks' outcomes, outbox events and their
+//! publication, first deliveries, dead letters, fulfillments, emails, findings, refunds) are
+//! written by triggers (`migrations/0011_order_journal.sql`). What changes no row is written
+//! here, by the code that sees it:
+//!
+//! * the request that completed, in the transaction that stores its answer with the key
+//!   ([`request`], through the executor's `on_complete` hook);
+//! * a repeat answered from the key table (replay, 409, 422), which has no transaction: its
+//!   entry is one statement of its own ([`repeat`]), and a failure to write it never
+//!   changes the answer;
+//! * a duplicate callback ([`duplicate_callback`]) and a redelivery the consumer skipped
+//!   ([`skipped_deliveries`]), in the transactions that found them to be duplicates.
+//!
+//! Entries are kept as long as idempotency keys are (the retention worker).
+
+mod read;
+
+use std::time::Duration;
+
+use once_axum::Repeat;
+use once_core::{IdempotentRequest, StoredResponse};
+use once_events::outbox::Event;
+use sqlx::{PgConnection, PgPool};
+use uuid::Uuid;
+
+pub use read::{for_order, search, Entry, Found, OrderHeading, MAX_ENTRIES};
+
+/// Who acts in a transaction, for its entries' `actor` (requests are the default, `shop`).
+#[derive(Clone, Copy, Debug)]
+pub enum Actor {
+    Callback,
+    Reconciler,
+    Fulfillment,
+}
+
+impl Actor {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Callback => "callback",
+            Self::Reconciler => "reconciler",
+            Self::Fulfillment => "fulfillment",
+        }
+    }
+}
+
+/// Names the actor of every entry written in this transaction from here on.
+pub async fn acting_as(tx: &mut PgConnection, actor: Actor) -> Result<(), sqlx::Error> {
+    sqlx::query_scalar!("SELECT set_config('once.actor', $1, true)", actor.as_str())
+        .fetch_one(tx)
+        .await?;
+    Ok(())
+}
+
+/// The order a request is about: named in its operation (`POST /api/orders/{id}/payments`),
+/// or in the `Location` of the answer that made it (`/api/orders/{id}`).
+pub fn order_of(req: &IdempotentRequest, answer: Option<&StoredResponse>) -> Option<Uuid> {
+    let from_path = |path: &str| {
+        path.strip_prefix("/api/orders/")
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|id| Uuid::parse_str(id).ok())
+    };
+    req.operation
+        .split_once(' ')
+        .and_then(|(_, path)| from_path(path))
+        .or_else(|| {
+            answer
+                .and_then(|a| a.header("location"))
+                .and_then(from_path)
+        })
+}
+
+/// The operation without the order's id, as an operator reads it.
+fn operation_words(req: &IdempotentRequest) -> String {
+    match order_of(req, None) {
+        Some(id) => req.operation.replace(&id.to_string(), "{id}"),
+        None => req.operation.clone(),
+    }
+}
+
+/// "201", or "422 out-of-stock": the status and, for a problem, its type.
+fn answer_words(answer: &StoredResponse) -> String {
+    let problem = serde_json::from_slice::<serde_json::Value>(&answer.body)
+        .ok()
+        .and_then(|body| body.get("type")?.as_str().map(str::to_owned))
+        .map(|kind| kind.rsplit('/').next().unwrap_or_default().to_owned());
+    match problem {
+        Some(kind) if answer.status >= 400 => format!("{} {kind}", answer.status),
+        _ => answer.status.to_string(),
+    }
+}
+
+/// The request that completed, in the transaction that stores its answer with the key. A
+/// request that made no order (an order refused for stock) is no order's story.
+pub async fn request(
+    tx: &mut PgConnection,
+    req: &IdempotentRequest,
+    answer: &StoredResponse,
+) -> Result<(), sqlx::Error> {
+    let Some(order_id) = order_of(req, Some(answer)) else {
+        return Ok(());
+    };
+    let summary = format!(
+        "{} answered {}: executed",
+        operation_words(req),
+        answer_words(answer)
+    );
+    write_request(tx, Some(order_id), "request", &summary, req).await
+}
+
+/// A repeat answered from the key table. Its order may not be known yet (a 409 while the
+/// order is being made); the entry is then found through its key.
+pub async fn repeat(
+    conn: &mut PgConnection,
+    req: &IdempotentRequest,
+    repeat: Repeat<'_>,
+) -> Result<(), sqlx::Error> {
+    let (kind, answer) = match repeat {
+        Repeat::Replay(stored) => ("replay", format!("{}, replayed", answer_words(stored))),
+        Repeat::InProgress => ("in_progress", "409 request-in-progress".to_owned()),
+        Repeat::KeyReused => ("key_reused", "422 idempotency-key-reused".to_owned()),
+    };
+    let stored = match repeat {
+        Repeat::Replay(stored) => Some(stored),
+        _ => None,
+    };
+    let summary = format!("{} answered {answer}", operation_words(req));
+    write_request(conn, order_of(req, stored), kind, &summary, req).await
+}
+
+async fn write_request(
+    conn: &mut PgConnection,
+    order_id: Option<Uuid>,
+    kind: &str,
+    summary: &str,
+    req: &IdempotentRequest,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
+         VALUES ($1, $2, $3, journal_scope_tag($4), $5)",
+        order_id,
+        kind,
+        summary,
+        &req.scope,
+        req.key.as_str(),
+    )
+    .execute(conn)
+    .await?;
+    Ok(())
+}
+
+/// A provider callback whose transaction number was recorded before: nothing changed.
+pub async fn duplicate_callback(
+    tx: &mut PgConnection,
+    tx_no: &str,
+    event_type: &str,
+    charge_id: Option<&str>,
+    reference: Option<&str>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO order_journal (order_id, kind, summary, charge_id)
+         SELECT o, 'callback',
+                'callback ' || $3 || ' (provider tx ' || $4 || '): duplicate, nothing changed', $2
+           FROM journal_order_of_payment($1, $2) AS o WHERE o IS NOT NULL",
+        reference,
+        charge_id,
+        event_type,
+        tx_no,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Deliveries of events `consumer` had consumed before: skipped, nothing applied.
+pub async fn skipped_deliveries(
+    tx: &mut PgConnection,
+    consumer: &str,
+    events: &[&Event],
+) -> Result<(), sqlx::Error> {
+    let events: Vec<&Event> = events
+        .iter()
+        .copied()
+        .filter(|e| e.aggregate_type == "order")
+        .collect();
+    let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
+    let orders: Vec<Uuid> = events.iter().map(|e| e.aggregate_id).collect();
+    let types: Vec<String> = events.iter().map(|e| e.event_type.clone()).collect();
+    sqlx::query!(
+        "INSERT INTO order_journal (order_id, kind, summary, event_id)
+         SELECT o, 'dedup', ty || ' delivered to ' || $1 || ' again: consumed before, skipped', id
+           FROM unnest($2::uuid[], $3::uuid[], $4::text[]) AS u (id, o, ty)",
+        consumer,
+        &ids,
+        &orders,
+        &types,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// Forgets entries older than `retention` (the keys' retention), a batch at a time so a
+/// large backlog never holds one long transaction. How many were deleted.
+pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
+    let mut forgotten = 0;
+    loop {
+        let deleted = sqlx::query!(
+            "DELETE FROM order_journal WHERE id IN (
+                 SELECT id FROM order_journal
+                  WHERE at < now() - $1::bigint * interval '1 millisecond' LIMIT 5000)",
+            (retention.as_millis() as i64),
+        )
+        .execute(db)
+        .await?
+        .rows_affected();
+        forgotten += deleted;
+        if deleted < 5000 {
+            return Ok(forgotten);
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! One order's story (`/operator/orders/{order_no}`) and the search that finds it
+//! (`/operator/search?q=…`): docs/design.md, "The order journal".
+
+use askama::Template;
+use axum::{
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Redirect, Response},
+};
+use serde::Deserialize;
+use sqlx::PgPool;
+
+use super::{
+    auth::{self, Operator},
+    pages::render,
+};
+use crate::{
+    error::ApiError,
+    journal::{self, Entry, Found, OrderHeading},
+};
+
+#[derive(Template)]
+#[template(path = "operator/journal.html")]
+struct JournalPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    order: OrderHeading,
+    total: String,
+    entries: Vec<Entry>,
+    truncated: bool,
+}
+
+pub async fn order_journal(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Path(order_no): Path<String>,
+) -> Result<Response, ApiError> {
+    let Some((order, entries)) = journal::for_order(&db, &order_no).await? else {
+        return Ok(not_found(operator).await);
+    };
+    let total = format!(
+        "{}.{:02} {}",
+        order.total_cents / 100,
+        order.total_cents % 100,
+        order.currency
+    );
+    Ok(render(JournalPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: auth::take_notice(&operator.session).await,
+        truncated: entries.len() as i64 >= journal::MAX_ENTRIES,
+        order,
+        total,
+        entries,
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct SearchQuery {
+    #[serde(default)]
+    q: String,
+}
+
+#[derive(Template)]
+#[template(path = "operator/search.html")]
+struct SearchPage {
+    logged_in: bool,
+    csrf: String,
+    notice: Option<String>,
+    /// Whether anything was searched for (never what: it is not shown back).
+    searched: bool,
+    found: Vec<Found>,
+}
+
+/// One order found: its journal. Several (a key used in two sessions) or none: a list.
+pub async fn search(
+    operator: Operator,
+    State(db): State<PgPool>,
+    Query(SearchQuery { q }): Query<SearchQuery>,
+) -> Result<Response, ApiError> {
+    let found = journal::search(&db, &q).await?;
+    if let [only] = found.as_slice() {
+        return Ok(Redirect::to(&format!("/operator/orders/{}", only.order_no)).into_response());
+    }
+    let status = if found.is_empty() && !q.trim().is_empty() {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::OK
+    };
+    let page = SearchPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: auth::take_notice(&operator.session).await,
+        searched: !q.trim().is_empty(),
+        found,
+    };
+    Ok((status, render(page)).into_response())
+}
+
+async fn not_found(operator: Operator) -> Response {
+    let page = SearchPage {
+        logged_in: true,
+        csrf: operator.csrf,
+        notice: auth::take_notice(&operator.session).await,
+        searched: true,
+        found: vec![],
+    };
+    (StatusCode::NOT_FOUND, render(page)).into_response()
+}

@@ -1,0 +1,408 @@
+//! The order journal (docs/design.md, "The order journal"): every kind of entry written once,
+//! in the transaction of what it records, so nothing rolled back leaves one; an order's story
+//! read in order, with the requests that carried its key before it existed; the search.
+
+use reqwest::StatusCode;
+use uuid::Uuid;
+
+use crate::{helpers::*, operator::operator};
+
+/// The order's entries as (kind, summary), in the order they happened.
+async fn story(app: &TestApp, order_id: &str) -> Vec<(String, String)> {
+    sqlx::query_as(
+        "SELECT kind, summary FROM order_journal WHERE order_id = $1::uuid ORDER BY at, id",
+    )
+    .bind(order_id)
+    .fetch_all(&app.db)
+    .await
+    .unwrap()
+}
+
+fn count(story: &[(String, String)], kind: &str) -> usize {
+    story.iter().filter(|(k, _)| k == kind).count()
+}
+
+/// Each `(kind, words)` names an entry after the one before it.
+fn assert_in_order(story: &[(String, String)], expected: &[(&str, &str)]) {
+    let mut from = 0;
+    for (kind, words) in expected {
+        let found = story[from..]
+            .iter()
+            .position(|(k, s)| k == kind && s.contains(words));
+        match found {
+            Some(at) => from += at + 1,
+            None => panic!("no {kind} entry with {words:?} after entry {from} in {story:#?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_paid_orders_story_has_each_entry_once_and_in_order() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_key = Uuid::new_v4().to_string();
+    let placed = post_order(&app.client, &app, Some(&order_key), MUG_ORDER).await;
+    assert_eq!(placed.status(), 201);
+    let order: serde_json::Value = placed.json().await.unwrap();
+    let order_id = order["id"].as_str().unwrap().to_owned();
+    let again = post_order(&app.client, &app, Some(&order_key), MUG_ORDER).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    let paid = pay(&app, &order_id, "pay-key", CARD_OK, &[]).await;
+    assert_eq!(paid.status(), 201);
+    let repaid = pay(&app, &order_id, "pay-key", CARD_OK, &[]).await;
+    assert_eq!(repaid.headers()["idempotent-replayed"], "true");
+    // The provider's webhook arrives after the charge's answer applied it; then once more.
+    eventually("the provider's callback is applied", || async {
+        app.count_where("payment_callbacks", "outcome <> 'received'")
+            .await
+            == 1
+    })
+    .await;
+    let payload: serde_json::Value = sqlx::query_scalar("SELECT payload FROM payment_callbacks")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(app.callback_outcome(&payload).await, "duplicate");
+    // The bus delivers order.paid two or three times; the consumer applies it once.
+    let workers = app.workers().await;
+    let mut consumer = redelivering_fulfillment(&workers).await;
+    drain(&workers, &mut consumer).await;
+    let event_id: Uuid = sqlx::query_scalar(
+        "SELECT id FROM outbox_events WHERE event_type = 'order.paid' AND aggregate_id = $1::uuid",
+    )
+    .bind(&order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+
+    let story = story(&app, &order_id).await;
+    assert_in_order(
+        &story,
+        &[
+            ("status", "placed: pending_payment"),
+            ("event", "order.created recorded in the outbox"),
+            ("request", "POST /api/orders answered 201: executed"),
+            ("replay", "POST /api/orders answered 201, replayed"),
+            ("payment", "payment attempt recorded"),
+            ("provider_call", "charge call to the provider started"),
+            ("payment", "payment pending → succeeded"),
+            ("status", "pending_payment → paid"),
+            ("event", "order.paid recorded in the outbox"),
+            (
+                "request",
+                "POST /api/orders/{id}/payments answered 201: executed",
+            ),
+            ("callback", ": duplicate, nothing changed"),
+            ("published", "order.paid published"),
+            ("delivery", "order.paid delivered to fulfillment: shipped"),
+            ("dedup", "consumed before, skipped"),
+        ],
+    );
+    // The consumer's transaction: its writes, then what is written at its commit (the
+    // delivery and the fulfillment, each with the state it ended in).
+    assert_in_order(
+        &story,
+        &[
+            ("status", "paid → fulfilled"),
+            ("event", "order.fulfilled recorded"),
+            ("email", "email to the shopper: queued"),
+            ("delivery", "order.paid delivered to fulfillment: shipped"),
+            ("fulfillment", "fulfillment shipped, shipment"),
+        ],
+    );
+    assert_in_order(
+        &story,
+        &[
+            ("request", "payments answered 201: executed"),
+            ("replay", "payments answered 201, replayed"),
+        ],
+    );
+    assert_in_order(
+        &story,
+        &[("callback", "charge.succeeded"), ("callback", "duplicate")],
+    );
+    // Once each: nothing recorded twice, however often it was repeated.
+    for (kind, times) in [
+        ("request", 2),
+        ("replay", 2),
+        ("status", 3),
+        ("payment", 2),
+        ("provider_call", 1),
+        ("callback", 2),
+        ("event", 3),
+        ("delivery", 1),
+        ("fulfillment", 1),
+        ("email", 1),
+    ] {
+        assert_eq!(count(&story, kind), times, "{kind} in {story:#?}");
+    }
+    assert_eq!(
+        count(&story, "dedup") as u32,
+        copies(&event_id.to_string()) - 1,
+        "one entry per redelivery skipped: {story:#?}"
+    );
+    let _ = provider;
+}
+
+#[tokio::test]
+async fn a_rolled_back_request_leaves_no_entry_and_its_retry_leaves_one() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    let key = Uuid::new_v4().to_string();
+    let failed = post_order_with(
+        &app.client,
+        &app,
+        Some(&key),
+        MUG_ORDER,
+        &[("once-test-fail", "transient")],
+    )
+    .await;
+    assert_eq!(failed.status(), 503);
+    assert_eq!(app.count("order_journal").await, 0, "the rollback took all");
+    let placed = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    assert_eq!(placed.status(), 201);
+    assert_eq!(
+        app.count_where("order_journal", "kind = 'request'").await,
+        1
+    );
+    assert_eq!(app.count_where("order_journal", "kind = 'status'").await, 1);
+}
+
+/// Each statement that changes a row the journal follows, with the kind it writes.
+const ROW_CHANGES: &[(&str, &str)] = &[
+    ("status", "UPDATE orders SET status = 'cancelled' WHERE id = $1::uuid"),
+    (
+        "payment",
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'k-new', 3600, 'EUR')",
+    ),
+    (
+        "provider_call",
+        "UPDATE payments SET charge_requested_at = now() WHERE order_id = $1::uuid",
+    ),
+    (
+        "event",
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         VALUES (gen_random_uuid(), 'order', $1::uuid, 'order.test', '{}')",
+    ),
+    (
+        "published",
+        "UPDATE outbox_events SET published_at = now()
+          WHERE aggregate_id = $1::uuid AND event_type = 'order.test'",
+    ),
+    (
+        "delivery",
+        "INSERT INTO consumed_events (consumer, event_id, outcome)
+         SELECT 'fulfillment', id, 'consumed' FROM outbox_events
+          WHERE aggregate_id = $1::uuid AND event_type = 'order.test'",
+    ),
+    (
+        "dead_letter",
+        "INSERT INTO dead_letters (id, consumer, message_id, subject, body, error, deliveries)
+         SELECT gen_random_uuid(), 'fulfillment', id::text, 'order.paid', '\\x7b7d', 'boom', 3
+           FROM outbox_events WHERE aggregate_id = $1::uuid AND event_type = 'order.test'",
+    ),
+    (
+        "fulfillment",
+        "INSERT INTO fulfillments (id, order_id, status) VALUES (gen_random_uuid(), $1::uuid, 'backordered')",
+    ),
+    (
+        "email",
+        "INSERT INTO emails (id, order_id, kind, recipient, subject, html_body, text_body)
+         VALUES (gen_random_uuid(), $1::uuid, 'confirmation', 'a@b.test', 's', 'h', 't')",
+    ),
+    (
+        "callback",
+        "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
+         SELECT 'tx-' || id, 'evt', 'charge.failed', 'ch_test',
+                jsonb_build_object('data', jsonb_build_object('reference', id::text))
+           FROM payments WHERE order_id = $1::uuid;
+         UPDATE payment_callbacks SET outcome = 'applied' WHERE outcome = 'received'",
+    ),
+    (
+        "finding",
+        "INSERT INTO reconcile_runs (id) VALUES ('00000000-0000-0000-0000-000000000001')
+           ON CONFLICT DO NOTHING;
+         INSERT INTO reconcile_findings (id, run_id, kind, subject, payment_id, status, detail)
+         SELECT gen_random_uuid(), '00000000-0000-0000-0000-000000000001', 'stranded_pending',
+                id::text, id, 'open', 'test' FROM payments WHERE order_id = $1::uuid",
+    ),
+    (
+        "refund",
+        "INSERT INTO provider_refunds (provider_charge_id, payment_id, provider_refund_id)
+         SELECT 'ch_refund', id, 're_1' FROM payments WHERE order_id = $1::uuid",
+    ),
+];
+
+#[tokio::test]
+async fn every_row_kind_is_written_once_in_its_transaction_and_never_by_a_rollback() {
+    let app = spawn_app().await;
+    let order_id = place_order(&app).await;
+    let entries = |kind: &'static str| {
+        let db = app.db.clone();
+        let order_id = order_id.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM order_journal WHERE order_id = $1::uuid AND kind = $2",
+            )
+            .bind(order_id)
+            .bind(kind)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    for (kind, sql) in ROW_CHANGES {
+        let before = entries(kind).await;
+        // Rolled back: no entry, even though the trigger ran inside the transaction.
+        let mut tx = app.db.begin().await.unwrap();
+        run_all(&mut tx, sql, &order_id).await;
+        sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let inside: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM order_journal WHERE order_id = $1::uuid AND kind = $2",
+        )
+        .bind(&order_id)
+        .bind(kind)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+        assert_eq!(
+            inside,
+            before + 1,
+            "{kind}: one entry inside its transaction"
+        );
+        tx.rollback().await.unwrap();
+        assert_eq!(
+            entries(kind).await,
+            before,
+            "{kind}: none after the rollback"
+        );
+        // Committed: exactly one.
+        let mut tx = app.db.begin().await.unwrap();
+        run_all(&mut tx, sql, &order_id).await;
+        tx.commit().await.unwrap();
+        assert_eq!(
+            entries(kind).await,
+            before + 1,
+            "{kind}: one once committed"
+        );
+    }
+}
+
+/// Runs each `;`-separated statement of `sql` with the order's id where it takes one.
+async fn run_all(tx: &mut sqlx::PgConnection, sql: &str, order_id: &str) {
+    for statement in sql.split(";\n") {
+        let query = sqlx::query(statement);
+        let query = if statement.contains("$1") {
+            query.bind(order_id)
+        } else {
+            query
+        };
+        query.execute(&mut *tx).await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_409_before_the_order_existed_is_in_its_story_through_its_key() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    let key = Uuid::new_v4().to_string();
+    let first = app.spawn_held_order(&key, "journal");
+    app.wait_until_held("journal", 1).await;
+    let meanwhile = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    assert_eq!(meanwhile.status(), 409);
+    app.open_gate("journal").await;
+    let placed = first.await.unwrap();
+    assert_eq!(placed.status(), 201);
+    let order: serde_json::Value = placed.json().await.unwrap();
+    let order_no = order["order_no"].as_str().unwrap();
+    let (_, entries) = server::journal::for_order(&app.db, order_no)
+        .await
+        .unwrap()
+        .expect("the order");
+    let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+    // The order's row was written before the hold; the 409 came while it was held.
+    assert_eq!(
+        kinds,
+        ["status", "event", "in_progress", "request"],
+        "{kinds:?}"
+    );
+    // Another session's request with the same key text is not this order's.
+    let stranger = shopper();
+    app.open_session(&stranger).await;
+    let theirs = post_order(
+        &stranger,
+        &app,
+        Some(&key),
+        r#"{"items":[{"sku":"PEN-005","quantity":1}]}"#,
+    )
+    .await;
+    assert_eq!(theirs.status(), 201);
+    let (_, entries) = server::journal::for_order(&app.db, order_no)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(entries.len(), 4, "nothing of the stranger's");
+}
+
+#[tokio::test]
+async fn search_finds_the_order_by_each_of_its_identifiers_and_opens_its_journal() {
+    let (app, _provider) = spawn_shop_and_provider_with(|c| {
+        c.operator_password = Some(crate::operator::PASSWORD.into());
+    })
+    .await;
+    let key = Uuid::new_v4().to_string();
+    let placed = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    let order: serde_json::Value = placed.json().await.unwrap();
+    let (order_id, order_no) = (
+        order["id"].as_str().unwrap().to_owned(),
+        order["order_no"].as_str().unwrap().to_owned(),
+    );
+    let payment: serde_json::Value = pay(&app, &order_id, "search-pay", CARD_OK, &[])
+        .await
+        .json()
+        .await
+        .unwrap();
+    let event_id: String =
+        sqlx::query_scalar("SELECT id::text FROM outbox_events WHERE aggregate_id = $1::uuid")
+            .bind(&order_id)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    let (client, _) = operator(&app).await;
+    let by_each = [
+        order_no.to_lowercase(),
+        order_id.clone(),
+        key,
+        payment["id"].as_str().unwrap().to_owned(),
+        payment["provider_charge_id"].as_str().unwrap().to_owned(),
+        event_id,
+    ];
+    for q in &by_each {
+        let response = client
+            .get(app.url("/operator/search"))
+            .query(&[("q", q)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 303, "{q}");
+        let journal = format!("/operator/orders/{order_no}");
+        assert_eq!(response.headers()["location"], journal.as_str(), "{q}");
+        let html = app.get_text(&client, &journal).await;
+        assert!(html.contains("data-testid=\"journal\""), "{q}");
+        assert!(html.contains("charge call to the provider started"), "{q}");
+    }
+    let nothing = client
+        .get(app.url("/operator/search"))
+        .query(&[("q", "ch_nobody")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(nothing.status(), StatusCode::NOT_FOUND);
+    let html = nothing.text().await.unwrap();
+    assert!(html.contains("No order matches that search."));
+    assert!(
+        !html.contains("ch_nobody"),
+        "what was searched is not shown back"
+    );
+}
