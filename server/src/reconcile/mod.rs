@@ -10,7 +10,7 @@
 //! * The ledger is read from an overlap window before the last run's latest entry, so a
 //!   charge that committed late (after later ones were read) is still seen.
 
-mod error;
+mod failure;
 mod findings;
 mod ledger;
 mod local;
@@ -22,7 +22,7 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-pub use error::ReconcileError;
+pub use failure::ReconcileError;
 pub use findings::{list as list_findings, resolve as resolve_finding, FindingRow, Kind};
 
 /// An operator's refund of what an open finding names: only a charge we could not match

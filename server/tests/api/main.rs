@@ -9,6 +9,7 @@ mod cart;
 mod checkout;
 mod conformance;
 mod console_guard;
+mod console_pages;
 mod cross_site;
 mod dead_letters;
 mod event_chain_schema;

@@ -1,0 +1,75 @@
+//! What the console's pages show: charts drawn from the samples (one per minute, whichever
+//! instance takes it), words in empty tables, and a failed reconciliation run that says
+//! what failed.
+
+use server::operator::samples;
+
+use crate::{helpers::*, operator::operator, operator::spawn_console};
+
+#[tokio::test]
+async fn one_sample_a_minute_whichever_instance_takes_it_and_the_overview_draws_them() {
+    let app = spawn_console().await;
+    let first = app.workers().await;
+    let second = app.workers().await;
+    assert!(samples::try_execute_task(&app.db, first.bus.as_ref())
+        .await
+        .unwrap());
+    assert!(
+        !samples::try_execute_task(&app.db, second.bus.as_ref())
+            .await
+            .unwrap(),
+        "the minute's sample is taken already"
+    );
+    assert_eq!(app.count("console_samples").await, 1);
+    let (client, _) = operator(&app).await;
+    let html = app.get_text(&client, "/operator").await;
+    assert_eq!(html.matches("<svg class=\"chart\"").count(), 4, "{html}");
+    for title in [
+        "Outbox lag (seconds)",
+        "Deliveries waiting",
+        "Dead letters waiting",
+        "Requests per minute",
+    ] {
+        assert!(html.contains(title), "{title}");
+    }
+    // One sample: a dot on each line that has a value (JetStream has none on this bus).
+    assert_eq!(html.matches("<circle").count(), 1 + 1 + 1 + 4, "{html}");
+}
+
+#[tokio::test]
+async fn empty_tables_say_so_and_a_failed_run_says_what_failed() {
+    let app = spawn_console().await;
+    let (client, csrf) = operator(&app).await;
+    let page = app.get_text(&client, "/operator/reconciliation").await;
+    assert!(
+        page.contains("No findings yet.") && page.contains("No runs yet."),
+        "{page}"
+    );
+    let letters = app.get_text(&client, "/operator/dead-letters").await;
+    assert!(letters.contains("No dead letters."), "{letters}");
+    let emails = app.get_text(&client, "/operator/emails").await;
+    assert!(emails.contains("No emails yet."), "{emails}");
+    // No provider answers at the configured address: the run fails, and says where.
+    let run = client
+        .post(app.url("/operator/reconciliation/run"))
+        .form(&[("csrf", csrf.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(run.status(), 303);
+    let page = app.get_text(&client, "/operator/reconciliation").await;
+    let said = format!(
+        "payment provider unreachable at {}/v1/transactions",
+        app.config.provider_url.trim_end_matches('/')
+    );
+    assert!(page.contains(&said), "{said} in {page}");
+    assert!(!page.contains("temporarily unavailable"), "{page}");
+    let stored: String = sqlx::query_scalar("SELECT error FROM reconcile_runs")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert!(
+        stored.starts_with("ledger page not read: payment provider unreachable at"),
+        "{stored}"
+    );
+}
