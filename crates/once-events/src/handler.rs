@@ -108,13 +108,14 @@ async fn try_apply(
     let mut tx = db.begin().await?;
     let ids: Vec<Uuid> = events.iter().map(|e| e.id).collect();
     let first = consume_all(&mut tx, handler.name(), &ids).await?;
-    let (new, seen_before): (Vec<(&Event, bool)>, Vec<(&Event, bool)>) = events
-        .iter()
-        .copied()
-        .zip(first.iter().copied())
-        .partition(|(_, first)| *first);
-    let new: Vec<&Event> = new.into_iter().map(|(event, _)| event).collect();
-    let seen_before: Vec<&Event> = seen_before.into_iter().map(|(event, _)| event).collect();
+    let pick = |want: bool| -> Vec<&Event> {
+        events
+            .iter()
+            .zip(&first)
+            .filter_map(|(event, &first)| (first == want).then_some(*event))
+            .collect()
+    };
+    let (new, seen_before) = (pick(true), pick(false));
     if !new.is_empty() {
         handler.apply(&mut tx, &new).await?;
     }

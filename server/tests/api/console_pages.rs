@@ -4,7 +4,7 @@
 
 use server::operator::samples;
 
-use crate::{helpers::*, operator::operator, operator::spawn_console};
+use crate::operator::{operator, spawn_console};
 
 #[tokio::test]
 async fn one_sample_a_minute_whichever_instance_takes_it_and_the_overview_draws_them() {
