@@ -142,14 +142,18 @@ $$;
 CREATE CONSTRAINT TRIGGER consumed_events_journal AFTER INSERT ON consumed_events
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION journal_consumed();
 
+-- A message id that is not an event id (not a uuid) is no order's.
 CREATE FUNCTION journal_dead_letter() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF NEW.message_id !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN
+        RETURN NULL;
+    END IF;
     PERFORM journal_write(e.aggregate_id, 'dead_letter',
         NEW.subject || ' to ' || NEW.consumer || ': dead letter ' || NEW.status
             || ' after ' || NEW.deliveries || ' deliveries (' || NEW.error || ')',
         NULL, NULL, e.id)
        FROM outbox_events e
-      WHERE e.id::text = NEW.message_id AND e.aggregate_type = 'order';
+      WHERE e.id = NEW.message_id::uuid AND e.aggregate_type = 'order';
     RETURN NULL;
 END
 $$;

@@ -139,9 +139,12 @@ async fn write_request(
     summary: &str,
     req: &IdempotentRequest,
 ) -> Result<(), sqlx::Error> {
+    // The order only if it is the session's: a request that names someone else's order (a
+    // guessed id, a key reused on it) is never written into that order's story.
     sqlx::query!(
         "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
-         VALUES ($1, $2, $3, journal_scope_tag($4), $5)",
+         SELECT (SELECT id FROM orders WHERE id = $1 AND session_id = $4), $2, $3,
+                journal_scope_tag($4), $5",
         order_id,
         kind,
         summary,

@@ -60,13 +60,18 @@ pub async fn for_order(
     db: &PgPool,
     order_no: &str,
 ) -> Result<Option<(OrderHeading, Vec<Entry>)>, sqlx::Error> {
+    // Text PostgreSQL cannot hold, or no order number's length: no order.
+    if order_no.len() > 64 || order_no.contains('\0') {
+        return Ok(None);
+    }
+    let order_no = order_no.to_uppercase();
     // chrono, not the `time` crate sqlx would pick by default (see operator::pages).
     let heading = sqlx::query_as!(
         OrderHeading,
         r#"SELECT id, order_no, status, total_cents, currency,
                   created_at AS "created_at: chrono::DateTime<chrono::Utc>"
              FROM orders WHERE order_no = $1"#,
-        order_no,
+        &order_no,
     )
     .fetch_optional(db)
     .await?;

@@ -346,6 +346,33 @@ async fn a_409_before_the_order_existed_is_in_its_story_through_its_key() {
 }
 
 #[tokio::test]
+async fn a_request_naming_someone_elses_order_is_not_written_into_its_story() {
+    let app = spawn_app().await;
+    let order_id = place_order(&app).await;
+    let before = story(&app, &order_id).await;
+    let stranger = shopper();
+    app.open_session(&stranger).await;
+    // Their own key, reused on our order's payment (422), and a fresh one (404).
+    let theirs = post_order(&stranger, &app, Some("their-key"), MUG_ORDER).await;
+    assert_eq!(theirs.status(), 201);
+    for key in ["their-key", "another-key"] {
+        let paying = stranger
+            .post(app.url(&format!("/api/orders/{order_id}/payments")))
+            .header("idempotency-key", key)
+            .json(&serde_json::json!({ "card_number": CARD_OK }))
+            .send()
+            .await
+            .unwrap();
+        assert!([404, 422].contains(&paying.status().as_u16()), "{key}");
+    }
+    assert_eq!(
+        story(&app, &order_id).await,
+        before,
+        "nothing of the stranger's"
+    );
+}
+
+#[tokio::test]
 async fn search_finds_the_order_by_each_of_its_identifiers_and_opens_its_journal() {
     let (app, _provider) = spawn_shop_and_provider_with(|c| {
         c.operator_password = Some(crate::operator::PASSWORD.into());
