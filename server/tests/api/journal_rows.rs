@@ -1,0 +1,141 @@
+//! The journal's triggers: each row change it follows writes one entry inside its own
+//! transaction, none when that transaction rolls back (docs/design.md, "The order journal").
+
+use crate::helpers::*;
+
+/// Each statement that changes a row the journal follows, with the kind it writes.
+const ROW_CHANGES: &[(&str, &str)] = &[
+    ("status", "UPDATE orders SET status = 'cancelled' WHERE id = $1::uuid"),
+    (
+        "payment",
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+         VALUES (gen_random_uuid(), $1::uuid, 's', 'k-new', 3600, 'EUR')",
+    ),
+    (
+        "provider_call",
+        "UPDATE payments SET charge_requested_at = now() WHERE order_id = $1::uuid",
+    ),
+    (
+        "event",
+        "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+         VALUES (gen_random_uuid(), 'order', $1::uuid, 'order.test', '{}')",
+    ),
+    (
+        "published",
+        "UPDATE outbox_events SET published_at = now()
+          WHERE aggregate_id = $1::uuid AND event_type = 'order.test'",
+    ),
+    (
+        "delivery",
+        "INSERT INTO consumed_events (consumer, event_id, outcome)
+         SELECT 'fulfillment', id, 'consumed' FROM outbox_events
+          WHERE aggregate_id = $1::uuid AND event_type = 'order.test'",
+    ),
+    (
+        "dead_letter",
+        "INSERT INTO dead_letters (id, consumer, message_id, subject, body, error, deliveries)
+         SELECT gen_random_uuid(), 'fulfillment', id::text, 'order.paid', '\\x7b7d', 'boom', 3
+           FROM outbox_events WHERE aggregate_id = $1::uuid AND event_type = 'order.test'",
+    ),
+    (
+        "fulfillment",
+        "INSERT INTO fulfillments (id, order_id, status) VALUES (gen_random_uuid(), $1::uuid, 'backordered')",
+    ),
+    (
+        "email",
+        "INSERT INTO emails (id, order_id, kind, recipient, subject, html_body, text_body)
+         VALUES (gen_random_uuid(), $1::uuid, 'confirmation', 'a@b.test', 's', 'h', 't')",
+    ),
+    (
+        "callback",
+        "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
+         SELECT 'tx-' || id, 'evt', 'charge.failed', 'ch_test',
+                jsonb_build_object('data', jsonb_build_object('reference', id::text))
+           FROM payments WHERE order_id = $1::uuid;
+         UPDATE payment_callbacks SET outcome = 'applied' WHERE outcome = 'received'",
+    ),
+    (
+        "finding",
+        "INSERT INTO reconcile_runs (id) VALUES ('00000000-0000-0000-0000-000000000001')
+           ON CONFLICT DO NOTHING;
+         INSERT INTO reconcile_findings (id, run_id, kind, subject, payment_id, status, detail)
+         SELECT gen_random_uuid(), '00000000-0000-0000-0000-000000000001', 'stranded_pending',
+                id::text, id, 'open', 'test' FROM payments WHERE order_id = $1::uuid",
+    ),
+    (
+        "refund",
+        "INSERT INTO provider_refunds (provider_charge_id, payment_id, provider_refund_id)
+         SELECT 'ch_refund', id, 're_1' FROM payments WHERE order_id = $1::uuid",
+    ),
+];
+
+#[tokio::test]
+async fn every_row_kind_is_written_once_in_its_transaction_and_never_by_a_rollback() {
+    let app = spawn_app().await;
+    let order_id = place_order(&app).await;
+    let entries = |kind: &'static str| {
+        let db = app.db.clone();
+        let order_id = order_id.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM order_journal WHERE order_id = $1::uuid AND kind = $2",
+            )
+            .bind(order_id)
+            .bind(kind)
+            .fetch_one(&db)
+            .await
+            .unwrap()
+        }
+    };
+    for (kind, sql) in ROW_CHANGES {
+        let before = entries(kind).await;
+        // Rolled back: no entry, even though the trigger ran inside the transaction.
+        let mut tx = app.db.begin().await.unwrap();
+        run_all(&mut tx, sql, &order_id).await;
+        sqlx::query("SET CONSTRAINTS ALL IMMEDIATE")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        let inside: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM order_journal WHERE order_id = $1::uuid AND kind = $2",
+        )
+        .bind(&order_id)
+        .bind(kind)
+        .fetch_one(&mut *tx)
+        .await
+        .unwrap();
+        assert_eq!(
+            inside,
+            before + 1,
+            "{kind}: one entry inside its transaction"
+        );
+        tx.rollback().await.unwrap();
+        assert_eq!(
+            entries(kind).await,
+            before,
+            "{kind}: none after the rollback"
+        );
+        // Committed: exactly one.
+        let mut tx = app.db.begin().await.unwrap();
+        run_all(&mut tx, sql, &order_id).await;
+        tx.commit().await.unwrap();
+        assert_eq!(
+            entries(kind).await,
+            before + 1,
+            "{kind}: one once committed"
+        );
+    }
+}
+
+/// Runs each `;`-separated statement of `sql` with the order's id where it takes one.
+async fn run_all(tx: &mut sqlx::PgConnection, sql: &str, order_id: &str) {
+    for statement in sql.split(";\n") {
+        let query = sqlx::query(statement);
+        let query = if statement.contains("$1") {
+            query.bind(order_id)
+        } else {
+            query
+        };
+        query.execute(&mut *tx).await.unwrap();
+    }
+}
