@@ -71,15 +71,25 @@ async fn get_json<T: DeserializeOwned>(request: reqwest::RequestBuilder) -> Resu
 
 /// Says what failed in words an operator can act on (the reconciler's runs show them).
 fn lookup_failed(e: reqwest::Error) -> ApiError {
-    let url = e.url().map(|u| u.as_str().to_owned()).unwrap_or_default();
+    let url = e.url().map(shown_url).unwrap_or_default();
     let what = if e.is_connect() || e.is_timeout() {
         format!("payment provider unreachable at {url}")
     } else if let Some(status) = e.status() {
         format!("payment provider refused {url}: {status}")
     } else {
-        format!("payment provider call failed: {e}")
+        format!("payment provider call failed: {}", e.without_url())
     };
     ApiError::Unavailable(anyhow::anyhow!(what))
+}
+
+/// Where a call went, as the console may show it: never a password in the address, nor
+/// its query.
+fn shown_url(url: &reqwest::Url) -> String {
+    let mut url = url.clone();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    url.set_query(None);
+    url.to_string()
 }
 
 /// The provider's Idempotency-Key for an attempt.
@@ -243,4 +253,16 @@ impl ProviderClient {
 fn full_jitter(try_no: u32) -> Duration {
     let bound = (BASE_DELAY_MS * 2f64.powi(try_no as i32)).min(MAX_DELAY_MS);
     Duration::from_millis((rand::random::<f64>() * bound) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_url;
+
+    #[test]
+    fn a_shown_address_keeps_no_credentials_and_no_query() {
+        let url = reqwest::Url::parse("http://shop:s3cret@provider:8081/v1/transactions?limit=100")
+            .unwrap();
+        assert_eq!(shown_url(&url), "http://provider:8081/v1/transactions");
+    }
 }

@@ -12,11 +12,13 @@
 //!   ([`request`], through the executor's `on_complete` hook);
 //! * a repeat answered from the key table (replay, 409, 422), which has no transaction: its
 //!   entry is one statement of its own ([`repeat`]), and a failure to write it never
-//!   changes the answer;
+//!   changes the answer. The repeats of one key, of one kind, in one minute are one entry
+//!   that counts them, so a client retrying in a loop cannot flood the story;
 //! * a duplicate callback ([`duplicate_callback`]) and a redelivery the consumer skipped
 //!   ([`skipped_deliveries`]), in the transactions that found them to be duplicates.
 //!
-//! Entries are kept as long as idempotency keys are (the retention worker).
+//! Stories are kept as long as idempotency keys are, from their last entry (the retention
+//! worker): a story is forgotten whole, never cut.
 
 mod read;
 
@@ -28,7 +30,7 @@ use once_events::outbox::Event;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-pub use read::{for_order, search, Entry, Found, OrderHeading, MAX_ENTRIES};
+pub use read::{for_order, search, Entry, Found, Journal, OrderHeading, MAX_ENTRIES};
 
 /// Who acts in a transaction, for its entries' `actor` (requests are the default, `shop`).
 #[derive(Clone, Copy, Debug)]
@@ -109,7 +111,20 @@ pub async fn request(
         operation_words(req),
         answer_words(answer)
     );
-    write_request(tx, Some(order_id), "request", &summary, req).await
+    // The order only if it is the session's: a request that names someone else's order (a
+    // guessed id, a key reused on it) is never written into that order's story.
+    sqlx::query!(
+        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
+         SELECT (SELECT id FROM orders WHERE id = $1 AND session_id = $3), 'request', $2,
+                journal_scope_tag($3), $4",
+        order_id,
+        summary,
+        &req.scope,
+        req.key.as_str(),
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
 }
 
 /// A repeat answered from the key table. Its order may not be known yet (a 409 while the
@@ -129,23 +144,17 @@ pub async fn repeat(
         _ => None,
     };
     let summary = format!("{} answered {answer}", operation_words(req));
-    write_request(conn, order_of(req, stored), kind, &summary, req).await
-}
-
-async fn write_request(
-    conn: &mut PgConnection,
-    order_id: Option<Uuid>,
-    kind: &str,
-    summary: &str,
-    req: &IdempotentRequest,
-) -> Result<(), sqlx::Error> {
-    // The order only if it is the session's: a request that names someone else's order (a
-    // guessed id, a key reused on it) is never written into that order's story.
+    // One row counts the key's repeats of one kind in one minute: a client retrying in a
+    // loop makes a row a minute, not a row a retry (migration 0012). The order only if it
+    // is the session's, as for a completed request.
     sqlx::query!(
-        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
+        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key, fold_minute)
          SELECT (SELECT id FROM orders WHERE id = $1 AND session_id = $4), $2, $3,
-                journal_scope_tag($4), $5",
-        order_id,
+                journal_scope_tag($4), $5, date_trunc('minute', clock_timestamp())
+         ON CONFLICT (scope_tag, idempotency_key, kind, fold_minute) WHERE fold_minute IS NOT NULL
+         DO UPDATE SET repeats = order_journal.repeats + 1, last_at = clock_timestamp(),
+                       order_id = coalesce(order_journal.order_id, EXCLUDED.order_id)",
+        order_of(req, stored),
         kind,
         summary,
         &req.scope,
@@ -207,15 +216,25 @@ pub async fn skipped_deliveries(
     Ok(())
 }
 
-/// Forgets entries older than `retention` (the keys' retention), a batch at a time so a
-/// large backlog never holds one long transaction. How many were deleted.
+/// Forgets the stories that ended more than `retention` ago (the keys' retention), whole:
+/// an order's entries once its latest is that old, and a not-yet-linked request's once its
+/// key's latest is; never the beginning of a story still being written. A batch at a time,
+/// so a large backlog never holds one long transaction. How many were forgotten.
 pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
     let mut forgotten = 0;
     loop {
         let deleted = sqlx::query!(
-            "DELETE FROM order_journal WHERE id IN (
-                 SELECT id FROM order_journal
-                  WHERE at < now() - $1::bigint * interval '1 millisecond' LIMIT 5000)",
+            "WITH cutoff AS (SELECT now() - $1::bigint * interval '1 millisecond' AS at)
+             DELETE FROM order_journal WHERE id IN (
+                 SELECT j.id FROM order_journal j, cutoff
+                  WHERE j.at < cutoff.at
+                    AND NOT EXISTS (SELECT 1 FROM order_journal n
+                                     WHERE n.order_id = j.order_id AND n.at >= cutoff.at)
+                    AND NOT EXISTS (SELECT 1 FROM order_journal n
+                                     WHERE j.order_id IS NULL AND n.scope_tag = j.scope_tag
+                                       AND n.idempotency_key = j.idempotency_key
+                                       AND n.at >= cutoff.at)
+                  LIMIT 5000)",
             (retention.as_millis() as i64),
         )
         .execute(db)

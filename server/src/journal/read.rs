@@ -5,8 +5,19 @@
 use sqlx::PgPool;
 use uuid::Uuid;
 
-/// The most entries one page shows (a client retrying in a loop can make thousands).
+/// The most entries one page shows: the first half and the last half of a longer story,
+/// so what happened last is never hidden behind what happened first.
 pub const MAX_ENTRIES: i64 = 2000;
+
+/// One order's story as the console shows it.
+pub struct Journal {
+    pub order: OrderHeading,
+    /// Oldest first; when the story is longer than [`MAX_ENTRIES`], its beginning and its
+    /// end, with `hidden` entries left out between them at `gap_at`.
+    pub entries: Vec<Entry>,
+    pub hidden: i64,
+    pub gap_at: usize,
+}
 
 pub struct OrderHeading {
     pub id: Uuid,
@@ -26,6 +37,9 @@ pub struct Entry {
     pub payment_id: Option<Uuid>,
     pub charge_id: Option<String>,
     pub event_id: Option<Uuid>,
+    /// How many repeats a folded entry counts (1 for every other entry), and the last one.
+    pub repeats: i32,
+    pub last_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 impl Entry {
@@ -56,17 +70,14 @@ impl Entry {
 
 /// An order's journal, oldest first: its own entries, and the requests that carried one of
 /// its keys before the order was known (a 409 while it was being made).
-pub async fn for_order(
-    db: &PgPool,
-    order_no: &str,
-) -> Result<Option<(OrderHeading, Vec<Entry>)>, sqlx::Error> {
+pub async fn for_order(db: &PgPool, order_no: &str) -> Result<Option<Journal>, sqlx::Error> {
     // Text PostgreSQL cannot hold, or no order number's length: no order.
     if order_no.len() > 64 || order_no.contains('\0') {
         return Ok(None);
     }
     let order_no = order_no.to_uppercase();
     // chrono, not the `time` crate sqlx would pick by default (see operator::pages).
-    let heading = sqlx::query_as!(
+    let order = sqlx::query_as!(
         OrderHeading,
         r#"SELECT id, order_no, status, total_cents, currency,
                   created_at AS "created_at: chrono::DateTime<chrono::Utc>"
@@ -75,27 +86,51 @@ pub async fn for_order(
     )
     .fetch_optional(db)
     .await?;
-    let Some(heading) = heading else {
+    let Some(order) = order else {
         return Ok(None);
     };
-    let entries = sqlx::query_as!(
-        Entry,
+    let half = MAX_ENTRIES / 2;
+    let rows = sqlx::query!(
         r#"WITH keys AS (SELECT DISTINCT scope_tag, idempotency_key FROM order_journal
-                          WHERE order_id = $1 AND idempotency_key IS NOT NULL)
+                          WHERE order_id = $1 AND idempotency_key IS NOT NULL),
+                story AS (SELECT *, row_number() OVER (ORDER BY at, id) AS n, count(*) OVER () AS total
+                            FROM (SELECT * FROM order_journal WHERE order_id = $1
+                                  UNION ALL
+                                  SELECT j.* FROM order_journal j JOIN keys k USING (scope_tag, idempotency_key)
+                                   WHERE j.order_id IS NULL) e)
            SELECT at AS "at!: chrono::DateTime<chrono::Utc>", kind AS "kind!", actor AS "actor!",
-                  summary AS "summary!", idempotency_key, payment_id, charge_id, event_id
-             FROM (SELECT * FROM order_journal WHERE order_id = $1
-                   UNION ALL
-                   SELECT j.* FROM order_journal j JOIN keys k USING (scope_tag, idempotency_key)
-                    WHERE j.order_id IS NULL) e
-            ORDER BY at, id
-            LIMIT $2"#,
-        heading.id,
-        MAX_ENTRIES,
+                  summary AS "summary!", idempotency_key, payment_id, charge_id, event_id,
+                  repeats AS "repeats!", last_at AS "last_at: chrono::DateTime<chrono::Utc>",
+                  total AS "total!"
+             FROM story WHERE n <= $2 OR n > total - $2
+            ORDER BY n"#,
+        order.id,
+        half,
     )
     .fetch_all(db)
     .await?;
-    Ok(Some((heading, entries)))
+    let total = rows.first().map_or(0, |r| r.total);
+    let entries: Vec<Entry> = rows
+        .into_iter()
+        .map(|r| Entry {
+            at: r.at,
+            kind: r.kind,
+            actor: r.actor,
+            summary: r.summary,
+            idempotency_key: r.idempotency_key,
+            payment_id: r.payment_id,
+            charge_id: r.charge_id,
+            event_id: r.event_id,
+            repeats: r.repeats,
+            last_at: r.last_at,
+        })
+        .collect();
+    Ok(Some(Journal {
+        order,
+        hidden: total - entries.len() as i64,
+        gap_at: half as usize,
+        entries,
+    }))
 }
 
 /// An order a search found, and what matched.

@@ -28,7 +28,8 @@ struct JournalPage {
     order: OrderHeading,
     total: String,
     entries: Vec<Entry>,
-    truncated: bool,
+    hidden: i64,
+    gap_at: usize,
 }
 
 pub async fn order_journal(
@@ -36,7 +37,13 @@ pub async fn order_journal(
     State(db): State<PgPool>,
     Path(order_no): Path<String>,
 ) -> Result<Response, ApiError> {
-    let Some((order, entries)) = journal::for_order(&db, &order_no).await? else {
+    let Some(journal::Journal {
+        order,
+        entries,
+        hidden,
+        gap_at,
+    }) = journal::for_order(&db, &order_no).await?
+    else {
         return Ok(not_found(operator).await);
     };
     let total = format!(
@@ -49,7 +56,8 @@ pub async fn order_journal(
         logged_in: true,
         csrf: operator.csrf,
         notice: auth::take_notice(&operator.session).await,
-        truncated: entries.len() as i64 >= journal::MAX_ENTRIES,
+        hidden,
+        gap_at,
         order,
         total,
         entries,

@@ -1,6 +1,6 @@
 //! The samples behind the console's charts: every minute, one row of what an operator watches
 //! over time (outbox lag, deliveries waiting on either bus, dead letters, and the requests
-//! of the last minute by how they were answered, counted from the order journal). Every
+//! of the minute by how they were answered, counted from the order journal). Every
 //! instance samples; the minute is the row's key, so the first to write it wins and the
 //! others add nothing. Kept for two days (the retention worker).
 
@@ -27,7 +27,8 @@ pub struct Sample {
     pub key_reused: i32,
 }
 
-/// Takes this minute's sample unless an instance took it already; true if this call did.
+/// Takes the sample of the minute that just ended unless an instance took it already; true
+/// if this call did.
 /// JetStream's count is read from the bus (`None` on the PostgreSQL bus, or when the bus
 /// does not answer: the rest of the sample is still worth keeping).
 pub async fn try_execute_task(db: &PgPool, bus: &dyn Bus) -> Result<bool, sqlx::Error> {
@@ -38,23 +39,30 @@ pub async fn try_execute_task(db: &PgPool, bus: &dyn Bus) -> Result<bool, sqlx::
             None
         }
     };
+    // The sample of the minute that just ended, whole: its requests by answer (repeats are
+    // folded a minute to a row, migration 0012, so the minute's rows sum them), and the
+    // gauges as they stand at its end. Skipped at once if another instance took it.
     let inserted = sqlx::query!(
-        r#"INSERT INTO console_samples (at, outbox_unpublished, outbox_lag_ms, deliveries_waiting_pg,
+        r#"WITH m AS (SELECT date_trunc('minute', now()) - interval '1 minute' AS minute)
+           INSERT INTO console_samples (at, outbox_unpublished, outbox_lag_ms, deliveries_waiting_pg,
                                         deliveries_waiting_js, dead_letters, new_keys, replays,
                                         in_progress, key_reused)
-           SELECT date_trunc('minute', now()),
+           SELECT m.minute,
                   (SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
                   (SELECT coalesce(round(extract(epoch FROM now() - min(created_at)) * 1000), 0)
                      FROM outbox_events WHERE published_at IS NULL),
                   (SELECT count(*) FROM bus_deliveries WHERE settled_at IS NULL),
                   $1,
                   (SELECT count(*) FROM dead_letters WHERE status = 'dead'),
-                  j.new_keys, j.replays, j.in_progress, j.key_reused
-             FROM (SELECT count(*) FILTER (WHERE kind = 'request') AS new_keys,
-                          count(*) FILTER (WHERE kind = 'replay') AS replays,
-                          count(*) FILTER (WHERE kind = 'in_progress') AS in_progress,
-                          count(*) FILTER (WHERE kind = 'key_reused') AS key_reused
-                     FROM order_journal WHERE at >= now() - interval '1 minute') j
+                  (SELECT count(*) FROM order_journal
+                    WHERE kind = 'request' AND at >= m.minute AND at < m.minute + interval '1 minute'),
+                  r.replays, r.in_progress, r.key_reused
+             FROM m,
+                  LATERAL (SELECT coalesce(sum(repeats) FILTER (WHERE kind = 'replay'), 0) AS replays,
+                                  coalesce(sum(repeats) FILTER (WHERE kind = 'in_progress'), 0) AS in_progress,
+                                  coalesce(sum(repeats) FILTER (WHERE kind = 'key_reused'), 0) AS key_reused
+                             FROM order_journal WHERE fold_minute = m.minute) r
+            WHERE NOT EXISTS (SELECT 1 FROM console_samples s WHERE s.at = m.minute)
            ON CONFLICT ON CONSTRAINT console_samples_pkey DO NOTHING"#,
         waiting,
     )

@@ -4,6 +4,8 @@
 
 use server::operator::samples;
 
+use crate::helpers::eventually;
+
 use crate::operator::{operator, spawn_console};
 
 #[tokio::test]
@@ -11,7 +13,12 @@ async fn one_sample_a_minute_whichever_instance_takes_it_and_the_overview_draws_
     let app = spawn_console().await;
     let first = app.workers().await;
     let second = app.workers().await;
-    // The server sampled as it started; this test takes the samples itself.
+    // The server samples as it starts (then a minute later); this test takes the samples
+    // itself.
+    eventually("the server's first sample", || async {
+        app.count("console_samples").await == 1
+    })
+    .await;
     sqlx::query("DELETE FROM console_samples")
         .execute(&app.db)
         .await
@@ -77,4 +84,47 @@ async fn empty_tables_say_so_and_a_failed_run_says_what_failed() {
         stored.starts_with("ledger page not read: payment provider unreachable at"),
         "{stored}"
     );
+}
+
+#[tokio::test]
+async fn a_sample_counts_the_whole_minute_that_ended_with_each_folded_repeat() {
+    let app = spawn_console().await;
+    // Far from a minute's turn, so the inserts and the sample see the same minute.
+    let second = chrono::Utc::now().timestamp() % 60;
+    if second >= 50 {
+        tokio::time::sleep(std::time::Duration::from_secs((61 - second) as u64)).await;
+    }
+    // Twelve replays of one key in the minute that ended (one folded entry), a 409 in it,
+    // and replays of this minute, which belong to the next sample.
+    sqlx::query(
+        "INSERT INTO order_journal (kind, summary, scope_tag, idempotency_key, fold_minute, repeats, at)
+         SELECT kind, 'test', 'tag', 'k', m.minute + shift, n, m.minute + shift + interval '1 second'
+           FROM (SELECT date_trunc('minute', now()) AS minute) m,
+                (VALUES ('replay', interval '-1 minute', 12), ('in_progress', interval '-1 minute', 1),
+                        ('replay', interval '0', 5), ('key_reused', interval '-2 minutes', 3))
+                    AS v (kind, shift, n)",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    eventually("the server's first sample", || async {
+        app.count("console_samples").await == 1
+    })
+    .await;
+    sqlx::query("DELETE FROM console_samples")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let workers = app.workers().await;
+    assert!(samples::try_execute_task(&app.db, workers.bus.as_ref())
+        .await
+        .unwrap());
+    let (replays, in_progress, key_reused): (i32, i32, i32) = sqlx::query_as(
+        "SELECT replays, in_progress, key_reused FROM console_samples
+          WHERE at = date_trunc('minute', now()) - interval '1 minute'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!((replays, in_progress, key_reused), (12, 1, 0));
 }

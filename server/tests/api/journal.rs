@@ -2,6 +2,8 @@
 //! in the transaction of what it records, so nothing rolled back leaves one; an order's story
 //! read in order, with the requests that carried its key before it existed; the search.
 
+use std::time::Duration;
+
 use reqwest::StatusCode;
 use uuid::Uuid;
 
@@ -179,33 +181,114 @@ async fn a_409_before_the_order_existed_is_in_its_story_through_its_key() {
     assert_eq!(placed.status(), 201);
     let order: serde_json::Value = placed.json().await.unwrap();
     let order_no = order["order_no"].as_str().unwrap();
-    let (_, entries) = server::journal::for_order(&app.db, order_no)
+    let journal = server::journal::for_order(&app.db, order_no)
         .await
         .unwrap()
         .expect("the order");
-    let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+    let kinds: Vec<&str> = journal.entries.iter().map(|e| e.kind.as_str()).collect();
     // The order's row was written before the hold; the 409 came while it was held.
     assert_eq!(
         kinds,
         ["status", "event", "in_progress", "request"],
         "{kinds:?}"
     );
-    // Another session's request with the same key text is not this order's.
+    // Another session's 409 under the same key text is not linked into this story: keys
+    // are per session, and the link is by key and session.
     let stranger = shopper();
     app.open_session(&stranger).await;
-    let theirs = post_order(
-        &stranger,
-        &app,
-        Some(&key),
-        r#"{"items":[{"sku":"PEN-005","quantity":1}]}"#,
-    )
-    .await;
-    assert_eq!(theirs.status(), 201);
-    let (_, entries) = server::journal::for_order(&app.db, order_no)
+    let send = |gate: Option<&str>| {
+        let mut request = stranger
+            .post(app.url("/api/orders"))
+            .header("content-type", "application/json")
+            .header("idempotency-key", &key)
+            .body(MUG_ORDER);
+        if let Some(gate) = gate {
+            request = request.header("once-test-hold", gate);
+        }
+        request.send()
+    };
+    let theirs = tokio::spawn(send(Some("stranger")));
+    app.wait_until_held("stranger", 1).await;
+    assert_eq!(send(None).await.unwrap().status(), 409);
+    app.open_gate("stranger").await;
+    assert_eq!(theirs.await.unwrap().unwrap().status(), 201);
+    assert_eq!(
+        app.count_where("order_journal", "kind = 'in_progress'")
+            .await,
+        2,
+        "the stranger's 409 is written, in their story"
+    );
+    let journal = server::journal::for_order(&app.db, order_no)
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(entries.len(), 4, "nothing of the stranger's");
+    let kinds: Vec<&str> = journal.entries.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(
+        kinds,
+        ["status", "event", "in_progress", "request"],
+        "nothing of the stranger's"
+    );
+}
+
+#[tokio::test]
+async fn a_retry_storm_is_one_entry_a_minute_that_counts_it() {
+    let app = spawn_app().await;
+    let key = Uuid::new_v4().to_string();
+    let placed = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    let order: serde_json::Value = placed.json().await.unwrap();
+    let storm: Vec<_> = (0..40)
+        .map(|_| post_order(&app.client, &app, Some(&key), MUG_ORDER))
+        .collect();
+    for replay in futures::future::join_all(storm).await {
+        assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    }
+    // Repeats of one key and kind fold into one entry per minute (two if the storm
+    // straddled a minute's turn), counting every one.
+    let (rows, counted): (i64, i64) =
+        sqlx::query_as("SELECT count(*), sum(repeats) FROM order_journal WHERE kind = 'replay'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert!(rows <= 2, "{rows} rows");
+    assert_eq!(counted, 40);
+    let journal = server::journal::for_order(&app.db, order["order_no"].as_str().unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    let shown: i32 = journal
+        .entries
+        .iter()
+        .filter(|e| e.kind == "replay")
+        .map(|e| e.repeats)
+        .sum();
+    assert_eq!(shown, 40);
+    assert!(journal
+        .entries
+        .iter()
+        .any(|e| e.kind == "replay" && e.last_at.is_some()));
+}
+
+#[tokio::test]
+async fn a_request_fenced_out_after_its_entry_was_written_leaves_none() {
+    let app = spawn_app_with_faults(|c| c.idempotency_lease = Duration::from_millis(500)).await;
+    let stale = app.spawn_held_order("fenced", "paused");
+    app.wait_until_held("paused", 1).await;
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let takeover = app.spawn_held_order("fenced", "second");
+    app.wait_until_held("second", 1).await;
+    // The stale holder writes its entry in its transaction, then loses the fence on the
+    // lease and rolls back: the entry goes with its order.
+    app.open_gate("paused").await;
+    assert_eq!(stale.await.unwrap().status(), 409);
+    assert_eq!(app.metric("once_idempotency_fenced_total").await, 1);
+    app.open_gate("second").await;
+    assert_eq!(takeover.await.unwrap().status(), 201);
+    assert_eq!(
+        app.count_where("order_journal", "kind = 'request'").await,
+        1,
+        "the takeover's entry only"
+    );
+    assert_eq!(app.count_where("order_journal", "kind = 'status'").await, 1);
 }
 
 #[tokio::test]
@@ -295,4 +378,33 @@ async fn search_finds_the_order_by_each_of_its_identifiers_and_opens_its_journal
         !html.contains("ch_nobody"),
         "what was searched is not shown back"
     );
+}
+
+#[tokio::test]
+async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
+    let app = spawn_app().await;
+    let (ended, ongoing) = (place_order(&app).await, place_order(&app).await);
+    // Both stories began two days ago; one had an entry just now.
+    sqlx::query("UPDATE order_journal SET at = at - interval '2 days'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO order_journal (order_id, kind, summary) VALUES ($1::uuid, 'email', 'late')",
+    )
+    .bind(&ongoing)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let before = story(&app, &ongoing).await.len();
+    let ended_entries = story(&app, &ended).await.len();
+    let forgotten = server::journal::forget_old(&app.db, Duration::from_secs(86_400))
+        .await
+        .unwrap();
+    assert!(story(&app, &ended).await.is_empty());
+    assert_eq!(
+        forgotten as usize, ended_entries,
+        "the ended story's entries"
+    );
+    assert_eq!(story(&app, &ongoing).await.len(), before, "kept whole");
 }
