@@ -33,3 +33,30 @@ CREATE UNIQUE INDEX order_journal_repeat_fold ON order_journal
     (scope_tag, idempotency_key, kind, fold_minute) WHERE fold_minute IS NOT NULL;
 -- The console's rates read a minute's repeats.
 CREATE INDEX order_journal_fold_minute_idx ON order_journal (fold_minute) WHERE fold_minute IS NOT NULL;
+
+-- Who acted, when the transaction did not say (`journal::acting_as`): what only one part of
+-- the shop does. The relay alone publishes; the mailer alone moves an email past `queued`
+-- (whoever queues it is named in its transaction or is the shop); only an operator retries
+-- or discards a dead letter or resolves a finding by hand (a refund's resolution is the
+-- reconciler's, and says so); the consumer runtime alone buries a delivery as a dead letter;
+-- the reconciler alone makes findings and refunds.
+CREATE FUNCTION journal_default_actor() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF nullif(current_setting('once.actor', true), '') IS NOT NULL THEN
+        RETURN NEW;
+    END IF;
+    NEW.actor := CASE
+        WHEN NEW.kind = 'published' THEN 'relay'
+        WHEN NEW.kind = 'email' AND NEW.summary !~ ': queued( |$)' THEN 'mailer'
+        WHEN NEW.kind = 'dead_letter' AND NEW.summary ~ ': dead letter (retrying|retried|discarded) '
+            THEN 'operator'
+        WHEN NEW.kind = 'dead_letter' THEN 'bus'
+        WHEN NEW.kind = 'finding' AND NEW.summary ~ '^finding \S+ resolved$' THEN 'operator'
+        WHEN NEW.kind IN ('finding', 'refund') THEN 'reconciler'
+        ELSE NEW.actor
+    END;
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER order_journal_default_actor BEFORE INSERT ON order_journal
+    FOR EACH ROW EXECUTE FUNCTION journal_default_actor();

@@ -139,3 +139,58 @@ async fn run_all(tx: &mut sqlx::PgConnection, sql: &str, order_id: &str) {
         query.execute(&mut *tx).await.unwrap();
     }
 }
+
+#[tokio::test]
+async fn who_acted_is_named_even_when_the_transaction_did_not_say() {
+    let app = spawn_app().await;
+    let order_id = place_order(&app).await;
+    let change = |kind: &str| ROW_CHANGES.iter().find(|(k, _)| *k == kind).unwrap().1;
+    let mut tx = app.db.begin().await.unwrap();
+    for kind in [
+        "payment",
+        "event",
+        "published",
+        "dead_letter",
+        "email",
+        "finding",
+    ] {
+        run_all(&mut tx, change(kind), &order_id).await;
+    }
+    run_all(
+        &mut tx,
+        "UPDATE dead_letters SET status = 'discarded';
+         UPDATE emails SET status = 'sent';
+         UPDATE reconcile_findings SET status = 'resolved';
+         SELECT set_config('once.actor', 'fulfillment', true);
+         UPDATE emails SET status = 'kept'",
+        &order_id,
+    )
+    .await;
+    tx.commit().await.unwrap();
+    let actors: Vec<(String, String)> = sqlx::query_as(
+        "SELECT kind, actor FROM order_journal
+          WHERE order_id = $1::uuid AND kind NOT IN ('request', 'status') ORDER BY id",
+    )
+    .bind(&order_id)
+    .fetch_all(&app.db)
+    .await
+    .unwrap();
+    let expected = [
+        ("event", "shop"),
+        ("payment", "shop"),
+        ("event", "shop"),
+        ("published", "relay"),
+        ("dead_letter", "bus"),
+        ("email", "shop"),
+        ("finding", "reconciler"),
+        ("dead_letter", "operator"),
+        ("email", "mailer"),
+        ("finding", "operator"),
+        ("email", "fulfillment"),
+    ];
+    let actors: Vec<(&str, &str)> = actors
+        .iter()
+        .map(|(k, a)| (k.as_str(), a.as_str()))
+        .collect();
+    assert_eq!(actors, expected);
+}
