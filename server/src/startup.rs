@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api, checkout, config::Config, connections, credentials, db, faults::Faults, fulfillment,
-    headers, health, openapi, operator, origin, provider_client::ProviderClient, refusals,
+    headers, health, journal, openapi, operator, origin, provider_client::ProviderClient, refusals,
     retention, session, ssr, state::AppState, throttle, workers,
 };
 
@@ -60,6 +60,7 @@ impl Application {
                 (*db.connect_options()).clone(),
                 config.db_limits.statement_timeout,
             ),
+            repeats: journal::RepeatLog::start(db.clone()),
             db,
             leptos: Arc::new(config.leptos.clone()),
             metrics: Arc::default(),

@@ -11,7 +11,8 @@ use sqlx::PgPool;
 use once_events::bus::Bus;
 
 use crate::{
-    config::Config, db::Readers, faults::Faults, metrics::Metrics, provider_client::ProviderClient,
+    config::Config, db::Readers, faults::Faults, journal, metrics::Metrics,
+    provider_client::ProviderClient,
 };
 
 /// Everything a handler may need. axum clones it for every request, so whatever is more
@@ -21,6 +22,8 @@ pub struct AppState {
     pub db: PgPool,
     /// For the first read of each idempotent request (`db::Readers`).
     pub readers: Readers,
+    /// Where repeats are noted for the order journal (`journal::RepeatLog`).
+    pub repeats: journal::RepeatLog,
     pub config: Arc<Config>,
     #[from_ref(skip)]
     pub leptos: Arc<LeptosOptions>,

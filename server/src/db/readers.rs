@@ -73,13 +73,11 @@ pub struct Reader {
 
 impl Readers {
     /// Connects lazily, with `options`: the main pool's, so the same limits apply.
-    /// `statement_timeout` is theirs too. Their one write, a repeat's journal entry
-    /// (`journal::repeat`), commits without waiting for the disk: a crash may lose the
-    /// record of a repeat that changed nothing, never anything a repeat answered.
+    /// `statement_timeout` is theirs too.
     pub fn new(options: PgConnectOptions, statement_timeout: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
-                options: options.options([("synchronous_commit", "off")]),
+                options,
                 settle_within: statement_timeout + Duration::from_secs(1),
                 idle: Mutex::new(Vec::with_capacity(READERS)),
                 permits: Arc::new(Semaphore::new(READERS)),

@@ -8,8 +8,8 @@
 //!   does not know runs nothing;
 //! * its metrics, and its test-time faults ([`ShopHooks`]);
 //! * the order journal's request entries: the request that completed, written in the
-//!   transaction that stores its answer, and each repeat answered from the table
-//!   (`crate::journal`);
+//!   transaction that stores its answer, and each repeat answered from the table, noted
+//!   off the answer's path (`crate::journal`);
 //! * [`status`]: the key-status route, documented in the shop's API reference.
 
 mod first_read;
@@ -47,6 +47,7 @@ pub type RequestKey = once_axum::RequestKey<ApiError>;
 #[derive(Clone)]
 pub struct ShopHooks {
     readers: Readers,
+    repeats: journal::RepeatLog,
     metrics: Arc<Metrics>,
     faults: Faults,
     request_faults: FaultRequest,
@@ -56,6 +57,7 @@ impl FromRef<AppState> for Idempotency {
     fn from_ref(state: &AppState) -> Self {
         let hooks = ShopHooks {
             readers: state.readers.clone(),
+            repeats: state.repeats.clone(),
             metrics: state.metrics.clone(),
             faults: state.faults.clone(),
             request_faults: FaultRequest::default(),
@@ -134,23 +136,6 @@ impl Hooks for ShopHooks {
     }
 
     async fn on_repeat(&self, req: &IdempotentRequest, repeat: Repeat<'_>) {
-        if let Err(e) = record_repeat(&self.readers, req, repeat).await {
-            tracing::warn!(key = %req.key, error = %e, "a repeat's journal entry was not written");
-        }
+        self.repeats.note(req, repeat);
     }
-}
-
-/// A repeat's journal entry, on a reader: the connection its first read used, with no ping.
-async fn record_repeat(
-    readers: &Readers,
-    req: &IdempotentRequest,
-    repeat: Repeat<'_>,
-) -> Result<(), sqlx::Error> {
-    let mut reader = readers.acquire().await?;
-    let within = reader.answer_within();
-    tokio::time::timeout(within, journal::repeat(reader.conn(), req, repeat))
-        .await
-        .map_err(|_| sqlx::Error::PoolTimedOut)??;
-    reader.done();
-    Ok(())
 }

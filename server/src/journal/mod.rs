@@ -10,10 +10,10 @@
 //!
 //! * the request that completed, in the transaction that stores its answer with the key
 //!   ([`request`], through the executor's `on_complete` hook);
-//! * a repeat answered from the key table (replay, 409, 422), which has no transaction: its
-//!   entry is one statement of its own ([`repeat`]), and a failure to write it never
-//!   changes the answer. The repeats of one key, of one kind, in one minute are one entry
-//!   that counts them, so a client retrying in a loop cannot flood the story;
+//! * a repeat answered from the key table (replay, 409, 422), which has no transaction and
+//!   costs one read: it is noted in memory and written a moment later, off its answer's
+//!   path ([`RepeatLog`]). The repeats of one key, of one kind, in one minute are one
+//!   entry that counts them, so a client retrying in a loop cannot flood the story;
 //! * a duplicate callback ([`duplicate_callback`]) and a redelivery the consumer skipped
 //!   ([`skipped_deliveries`]), in the transactions that found them to be duplicates.
 //!
@@ -21,16 +21,17 @@
 //! worker): a story is forgotten whole, never cut.
 
 mod read;
+mod repeats;
 
 use std::time::Duration;
 
-use once_axum::Repeat;
 use once_core::{IdempotentRequest, StoredResponse};
 use once_events::outbox::Event;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 pub use read::{for_order, search, Entry, Found, Journal, OrderHeading, MAX_ENTRIES};
+pub use repeats::{RepeatLog, FLUSH_EVERY};
 
 /// Who acts in a transaction, for its entries' `actor` (requests are the default, `shop`).
 #[derive(Clone, Copy, Debug)]
@@ -123,44 +124,6 @@ pub async fn request(
         req.key.as_str(),
     )
     .execute(tx)
-    .await?;
-    Ok(())
-}
-
-/// A repeat answered from the key table. Its order may not be known yet (a 409 while the
-/// order is being made); the entry is then found through its key.
-pub async fn repeat(
-    conn: &mut PgConnection,
-    req: &IdempotentRequest,
-    repeat: Repeat<'_>,
-) -> Result<(), sqlx::Error> {
-    let (kind, answer) = match repeat {
-        Repeat::Replay(stored) => ("replay", format!("{}, replayed", answer_words(stored))),
-        Repeat::InProgress => ("in_progress", "409 request-in-progress".to_owned()),
-        Repeat::KeyReused => ("key_reused", "422 idempotency-key-reused".to_owned()),
-    };
-    let stored = match repeat {
-        Repeat::Replay(stored) => Some(stored),
-        _ => None,
-    };
-    let summary = format!("{} answered {answer}", operation_words(req));
-    // One row counts the key's repeats of one kind in one minute: a client retrying in a
-    // loop makes a row a minute, not a row a retry (migration 0012). The order only if it
-    // is the session's, as for a completed request.
-    sqlx::query!(
-        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key, fold_minute)
-         SELECT (SELECT id FROM orders WHERE id = $1 AND session_id = $4), $2, $3,
-                journal_scope_tag($4), $5, date_trunc('minute', clock_timestamp())
-         ON CONFLICT (scope_tag, idempotency_key, kind, fold_minute) WHERE fold_minute IS NOT NULL
-         DO UPDATE SET repeats = order_journal.repeats + 1, last_at = clock_timestamp(),
-                       order_id = coalesce(order_journal.order_id, EXCLUDED.order_id)",
-        order_of(req, stored),
-        kind,
-        summary,
-        &req.scope,
-        req.key.as_str(),
-    )
-    .execute(conn)
     .await?;
     Ok(())
 }

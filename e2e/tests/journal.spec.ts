@@ -1,0 +1,108 @@
+import { test, expect, placeOrder } from '../support/shop';
+import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+
+const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
+const PASSWORD = 'e2e-operator-password';
+/** The sandbox card whose charge stays "processing": an outcome the shop does not know yet. */
+const CARD_PROCESSING = '4000000000000127';
+/** How long the provider holds the webhook of the charge that completes the payment: long
+ * enough for the reconciler to find the charge first. */
+const WEBHOOK_DELAY_MS = 6000;
+
+test('11. an operator finds an order by its charge id and reads its whole story in order', async ({ page, request }, testInfo) => {
+  const server = await startServer({
+    port: await freePort(),
+    database: freshDatabaseName(),
+    env: { ...E2E_SERVER_ENV, OPERATOR_PASSWORD: PASSWORD, RECONCILE_EVERY_SECS: '3600' },
+  });
+  const base = server.baseURL;
+  try {
+    // The charge stays "processing", so the shop keeps the attempt pending.
+    const orderId = await placeOrder(page, base);
+    const pending = await page.request.post(`${base}/api/orders/${orderId}/payments`, {
+      headers: { 'idempotency-key': crypto.randomUUID() },
+      data: { card_number: CARD_PROCESSING },
+    });
+    expect(pending.status()).toBe(503);
+    const [attempt] = await (await page.request.get(`${base}/api/orders/${orderId}/payments`)).json();
+    // Then the charge completes; its webhook is held, and comes twice.
+    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { duplicates: 1, delay_ms: WEBHOOK_DELAY_MS } });
+    const completed = await request.post(`${PROVIDER()}/v1/charges`, {
+      headers: { 'idempotency-key': `e2e-journal-${attempt.id}` },
+      data: { amount_cents: 6200, currency: 'EUR', card_number: '4242424242424242', reference: attempt.id },
+    });
+    expect(completed.status()).toBe(201);
+    const chargeId: string = (await completed.json()).id;
+    expect(chargeId).toMatch(/^ch_/);
+
+    // The operator runs the reconciler before the webhook arrives: it repairs the payment.
+    await page.goto(`${base}/operator/login`);
+    await page.getByLabel('Password').fill(PASSWORD);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('link', { name: 'Reconciliation' }).click();
+    await page.getByRole('button', { name: 'Run now' }).click();
+    await expect(page.getByTestId('notice')).toContainText('Run finished');
+    await expect(page.getByTestId('findings').locator('tr[data-kind="missed_success"] .status')).toHaveText('repaired');
+
+    // The shopper's client, not knowing, pays again with a fresh key and retries it.
+    const key = crypto.randomUUID();
+    const again = () => page.request.post(`${base}/api/orders/${orderId}/payments`, {
+      headers: { 'idempotency-key': key },
+      data: { card_number: '4242424242424242' },
+    });
+    const refused = await again();
+    expect(refused.status()).toBeGreaterThanOrEqual(400);
+    expect(refused.status()).toBeLessThan(500);
+    const replayed = await again();
+    expect(replayed.headers()['idempotent-replayed']).toBe('true');
+    expect(replayed.status()).toBe(refused.status());
+
+    // The held webhook arrives, twice; then the operator searches for the charge.
+    await expect.poll(async () => {
+      await page.goto(`${base}/operator/search?q=${chargeId}`);
+      return page.getByTestId('journal').locator('tr[data-kind="callback"]').count();
+    }, { timeout: WEBHOOK_DELAY_MS + 20_000 }).toBe(2);
+    await page.goto(`${base}/operator`);
+    await page.getByRole('searchbox', { name: 'Find an order' }).fill(chargeId);
+    await page.getByRole('searchbox', { name: 'Find an order' }).press('Enter');
+    await expect(page).toHaveURL(/\/operator\/orders\/[A-Z0-9-]+$/);
+    const journal = page.getByTestId('journal');
+    await expect(journal).toBeVisible();
+    await page.screenshot({ path: testInfo.outputPath('journal.png'), fullPage: true });
+
+    // Each step once, in the order it happened.
+    const rows = await journal.locator('tbody tr').evaluateAll((trs) =>
+      trs.map((tr) => `${tr.getAttribute('data-kind')} | ${tr.textContent?.replace(/\s+/g, ' ')}`));
+    const expected: [string, RegExp][] = [
+      ['request', /POST \/api\/orders answered 201: executed/],
+      ['payment', /payment attempt recorded/],
+      ['provider_call', /charge call to the provider started/],
+      ['finding', /reconciler finding missed_success/],
+      ['payment', new RegExp(`payment pending → succeeded.*${chargeId}`)],
+      ['status', /pending_payment → paid/],
+      ['request', /payments answered 4\d\d[^,]*: executed/],
+      ['replay', /payments answered 4\d\d.*, replayed/],
+      ['callback', /charge\.succeeded/],
+      ['callback', /duplicate, nothing changed/],
+    ];
+    let from = 0;
+    for (const [kind, words] of expected) {
+      const at = rows.slice(from).findIndex((r) => r.startsWith(`${kind} |`) && words.test(r));
+      expect(at, `${kind} ${words} after row ${from} in\n${rows.join('\n')}`).toBeGreaterThanOrEqual(0);
+      from += at + 1;
+    }
+    // The repair was the reconciler's, the duplicate the callback route's.
+    await expect(journal.locator('tr[data-kind="finding"]').first()).toContainText('reconciler');
+    await expect(journal.locator('tr[data-kind="callback"]').last()).toContainText('callback');
+    // Once each: the repair and the duplicate changed nothing twice.
+    await expect(journal.locator('tr[data-kind="status"]', { hasText: 'pending_payment → paid' })).toHaveCount(1);
+    await expect(journal.locator('tr[data-kind="payment"]', { hasText: 'pending → succeeded' })).toHaveCount(1);
+
+    await page.getByRole('link', { name: 'Overview' }).click();
+    await expect(page.locator('svg.chart')).toHaveCount(4);
+    await page.screenshot({ path: testInfo.outputPath('overview.png'), fullPage: true });
+  } finally {
+    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: {} });
+    await stopServer(server);
+  }
+});
