@@ -66,14 +66,18 @@ export function freshDatabaseName(prefix = 'once_e2e'): string {
 /** The sandbox payment provider every browser-test server charges. */
 export const PROVIDER_PORT = 3101;
 
-export async function startProvider(database: string, webhookURL: string): Promise<RunningServer> {
-  const baseURL = `http://127.0.0.1:${PROVIDER_PORT}`;
+export async function startProvider(
+  database: string,
+  webhookURL: string,
+  port = PROVIDER_PORT,
+): Promise<RunningServer> {
+  const baseURL = `http://127.0.0.1:${port}`;
   const child = spawn(path.join(ROOT, 'target', 'release', 'provider'), [], {
     cwd: ROOT,
     env: {
       ...process.env,
       PROVIDER_DATABASE_URL: `${PG_URL}/${database}`,
-      PROVIDER_ADDR: `127.0.0.1:${PROVIDER_PORT}`,
+      PROVIDER_ADDR: `127.0.0.1:${port}`,
       PROVIDER_WEBHOOK_URL: webhookURL,
       PROVIDER_WEBHOOK_SECRET: webhookSecret(),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
@@ -81,7 +85,7 @@ export async function startProvider(database: string, webhookURL: string): Promi
     stdio: ['ignore', 'inherit', 'inherit'],
   });
   await waitForHealth(baseURL, child);
-  return { baseURL, process: child, options: { port: PROVIDER_PORT, database } };
+  return { baseURL, process: child, options: { port, database } };
 }
 
 export async function startServer(options: ServerOptions): Promise<RunningServer> {

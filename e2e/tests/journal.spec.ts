@@ -1,7 +1,6 @@
 import { test, expect, placeOrder } from '../support/shop';
-import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+import { freePort, freshDatabaseName, startProvider, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
-const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
 const PASSWORD = 'e2e-operator-password';
 /** The sandbox card whose charge stays "processing": an outcome the shop does not know yet. */
 const CARD_PROCESSING = '4000000000000127';
@@ -10,10 +9,25 @@ const CARD_PROCESSING = '4000000000000127';
 const WEBHOOK_DELAY_MS = 6000;
 
 test('11. an operator finds an order by its charge id and reads its whole story in order', async ({ page, request }, testInfo) => {
+  // A provider of this test's own, whose webhooks come to this test's server.
+  const port = await freePort();
+  let providerPort = await freePort();
+  while (providerPort === port) providerPort = await freePort();
+  const provider = await startProvider(
+    freshDatabaseName('once_provider_e2e'),
+    `http://127.0.0.1:${port}/webhooks/provider`,
+    providerPort,
+  );
+  const PROVIDER = () => provider.baseURL;
   const server = await startServer({
-    port: await freePort(),
+    port,
     database: freshDatabaseName(),
-    env: { ...E2E_SERVER_ENV, OPERATOR_PASSWORD: PASSWORD, RECONCILE_EVERY_SECS: '3600' },
+    env: {
+      ...E2E_SERVER_ENV,
+      PROVIDER_URL: provider.baseURL,
+      OPERATOR_PASSWORD: PASSWORD,
+      RECONCILE_EVERY_SECS: '3600',
+    },
   });
   const base = server.baseURL;
   try {
@@ -102,7 +116,7 @@ test('11. an operator finds an order by its charge id and reads its whole story 
     await expect(page.locator('svg.chart')).toHaveCount(4);
     await page.screenshot({ path: testInfo.outputPath('overview.png'), fullPage: true });
   } finally {
-    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: {} });
     await stopServer(server);
+    await stopServer(provider);
   }
 });
