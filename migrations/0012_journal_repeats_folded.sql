@@ -47,8 +47,9 @@ BEGIN
     END IF;
     NEW.actor := CASE
         WHEN NEW.kind = 'published' THEN 'relay'
-        WHEN NEW.kind = 'email' AND NEW.summary !~ ': queued( |$)' THEN 'mailer'
-        WHEN NEW.kind = 'dead_letter' AND NEW.summary ~ ': dead letter (retrying|retried|discarded) '
+        WHEN NEW.kind = 'email' AND NEW.summary !~ '^\S+ email to the shopper: queued( |$)' THEN 'mailer'
+        WHEN NEW.kind = 'dead_letter'
+             AND NEW.summary ~ '^\S+ to \S+: dead letter (retrying|retried|discarded) after '
             THEN 'operator'
         WHEN NEW.kind = 'dead_letter' THEN 'bus'
         WHEN NEW.kind = 'finding' AND NEW.summary ~ '^finding \S+ resolved$' THEN 'operator'

@@ -30,7 +30,7 @@ use axum::{
     routing::post,
     Form, Router,
 };
-use once_axum::{reply::respond, IdempotencyKey, IdempotentRequest};
+use once_axum::{reply::respond, Hooks, IdempotencyKey, IdempotentRequest, Repeat};
 use once_core::FingerprintKeys;
 use once_pg::{store, Held};
 use serde::Deserialize;
@@ -91,11 +91,11 @@ pub async fn checkout_cart(
     let db = &checkout.idem.db;
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
-        return answer_for(db, session_id, &key).await;
+        return answer_for(checkout, session_id, &key).await;
     }
     let cart = cart::read(db, session_id).await?;
     if cart.lines.is_empty() {
-        return answer_for(db, session_id, &key).await;
+        return answer_for(checkout, session_id, &key).await;
     }
     let body = domain::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
@@ -113,19 +113,36 @@ pub async fn checkout_cart(
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
+/// A repeat is noted for the order journal, as the executor notes its own.
 async fn answer_for(
-    db: &PgPool,
+    checkout: &Checkout,
     session_id: &str,
     key: &IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    Ok(
-        match store::held(db, session_id, key, orders::CREATE_ORDER).await? {
-            Held::Completed(stored) => respond(stored, true),
-            Held::Running => ApiError::RequestInProgress.into_response(),
-            Held::OtherOperation => ApiError::IdempotencyKeyReused.into_response(),
-            Held::Open => ApiError::CartChanged.into_response(),
-        },
-    )
+    let held = store::held(&checkout.idem.db, session_id, key, orders::CREATE_ORDER).await?;
+    let repeat = match &held {
+        Held::Completed(stored) => Some(Repeat::Replay(stored)),
+        Held::Running => Some(Repeat::InProgress),
+        Held::OtherOperation => Some(Repeat::KeyReused),
+        Held::Open => None,
+    };
+    if let Some(repeat) = repeat {
+        let request = IdempotentRequest::new(
+            &checkout.fingerprints,
+            Method::POST,
+            session_id,
+            key.clone(),
+            orders::CREATE_ORDER,
+            &serde_json::Value::Null,
+        );
+        checkout.idem.hooks.on_repeat(&request, repeat).await;
+    }
+    Ok(match held {
+        Held::Completed(stored) => respond(stored, true),
+        Held::Running => ApiError::RequestInProgress.into_response(),
+        Held::OtherOperation => ApiError::IdempotencyKeyReused.into_response(),
+        Held::Open => ApiError::CartChanged.into_response(),
+    })
 }
 
 /// Order the session's cart, exactly once per cart (for the shop's own pages)

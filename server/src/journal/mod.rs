@@ -112,12 +112,12 @@ pub async fn request(
         operation_words(req),
         answer_words(answer)
     );
-    // The order only if it is the session's: a request that names someone else's order (a
-    // guessed id, a key reused on it) is never written into that order's story.
+    // Only if the order is the session's: a request that names someone else's order (a
+    // guessed id, a key reused on it) is no story's, and is not written.
     sqlx::query!(
         "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
-         SELECT (SELECT id FROM orders WHERE id = $1 AND session_id = $3), 'request', $2,
-                journal_scope_tag($3), $4",
+         SELECT id, 'request', $2, journal_scope_tag($3), $4
+           FROM orders WHERE id = $1 AND session_id = $3",
         order_id,
         summary,
         &req.scope,
@@ -196,6 +196,12 @@ pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::E
                     AND NOT EXISTS (SELECT 1 FROM order_journal n
                                      WHERE j.order_id IS NULL AND n.scope_tag = j.scope_tag
                                        AND n.idempotency_key = j.idempotency_key
+                                       AND n.at >= cutoff.at)
+                    -- A request from before its order existed lives as long as that order's story.
+                    AND NOT EXISTS (SELECT 1 FROM order_journal l
+                                      JOIN order_journal n ON n.order_id = l.order_id
+                                     WHERE j.order_id IS NULL AND l.scope_tag = j.scope_tag
+                                       AND l.idempotency_key = j.idempotency_key
                                        AND n.at >= cutoff.at)
                   LIMIT 5000)",
             (retention.as_millis() as i64),

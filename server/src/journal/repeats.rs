@@ -10,7 +10,7 @@
 //! never anything a request did). When the writer falls behind, notes past [`CAPACITY`]
 //! are dropped and said so in the log, never waited for.
 
-use std::{collections::HashMap, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use chrono::{DateTime, DurationRound, Utc};
 use once_axum::Repeat;
@@ -70,10 +70,16 @@ impl RepeatLog {
             Repeat::InProgress => ("in_progress", "409 request-in-progress".to_owned(), None),
             Repeat::KeyReused => ("key_reused", "422 idempotency-key-reused".to_owned(), None),
         };
+        let order_id = order_of(req, stored);
+        // A repeat about no order is no story's, save a 409 while an order is being made
+        // (found through its key once the order exists).
+        if order_id.is_none() && !matches!(repeat, Repeat::InProgress) {
+            return;
+        }
         let note = Note {
             scope: req.scope.clone(),
             key: req.key.as_str().to_owned(),
-            order_id: order_of(req, stored),
+            order_id,
             kind,
             summary: format!("{} answered {answer}", operation_words(req)),
             at: Utc::now(),
@@ -91,17 +97,31 @@ async fn run_writer(db: PgPool, mut received: mpsc::Receiver<Note>) {
         while let Ok(note) = received.try_recv() {
             notes.push(note);
         }
-        if let Err(e) = write(&db, fold(notes)).await {
+        let folded = fold(notes);
+        let mut written = write(&db, &folded).await;
+        if written.as_ref().is_err_and(is_deadlock) {
+            // Another instance's batch held a row this one needed, and lost nothing: again.
+            written = write(&db, &folded).await;
+        }
+        if let Err(e) = written {
             tracing::warn!(error = %e, "the journal's repeat entries of a moment were not written");
         }
     }
 }
 
+fn is_deadlock(e: &sqlx::Error) -> bool {
+    e.as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|code| code == "40P01")
+}
+
 type FoldKey = (String, String, &'static str, DateTime<Utc>);
 
-/// One count per key, kind and minute: one statement may not touch a row twice.
-fn fold(notes: Vec<Note>) -> HashMap<FoldKey, Folded> {
-    let mut folded: HashMap<FoldKey, Folded> = HashMap::new();
+/// One count per key, kind and minute (one statement may not touch a row twice), in the
+/// order of their keys: every instance locks the rows it adds to in that same order, so two
+/// writers never wait on each other in a circle.
+fn fold(notes: Vec<Note>) -> BTreeMap<FoldKey, Folded> {
+    let mut folded: BTreeMap<FoldKey, Folded> = BTreeMap::new();
     for note in notes {
         let minute = note
             .at
@@ -111,7 +131,8 @@ fn fold(notes: Vec<Note>) -> HashMap<FoldKey, Folded> {
             .entry((note.scope, note.key, note.kind, minute))
             .and_modify(|f| {
                 f.count += 1;
-                f.last_at = note.at;
+                f.first_at = f.first_at.min(note.at);
+                f.last_at = f.last_at.max(note.at);
                 f.order_id = f.order_id.or(note.order_id);
             })
             .or_insert(Folded {
@@ -125,15 +146,15 @@ fn fold(notes: Vec<Note>) -> HashMap<FoldKey, Folded> {
     folded
 }
 
-async fn write(db: &PgPool, folded: HashMap<FoldKey, Folded>) -> Result<(), sqlx::Error> {
+async fn write(db: &PgPool, folded: &BTreeMap<FoldKey, Folded>) -> Result<(), sqlx::Error> {
     let mut columns = Columns::default();
     for ((scope, key, kind, minute), f) in folded {
-        columns.scopes.push(scope);
-        columns.keys.push(key);
-        columns.kinds.push(kind.to_owned());
-        columns.minutes.push(minute);
+        columns.scopes.push(scope.clone());
+        columns.keys.push(key.clone());
+        columns.kinds.push((*kind).to_owned());
+        columns.minutes.push(*minute);
         columns.orders.push(f.order_id);
-        columns.summaries.push(f.summary);
+        columns.summaries.push(f.summary.clone());
         columns.firsts.push(f.first_at);
         columns.lasts.push((f.count > 1).then_some(f.last_at));
         columns.counts.push(f.count);
@@ -143,20 +164,25 @@ async fn write(db: &PgPool, folded: HashMap<FoldKey, Folded>) -> Result<(), sqlx
     sqlx::query!("SET LOCAL synchronous_commit = off")
         .execute(&mut *tx)
         .await?;
-    // The order only if it is the session's, as for a completed request (`journal::request`).
+    // The order only if it is the session's, as for a completed request (`journal::request`):
+    // a repeat naming someone else's order is no story's. Rows in the batch's order (above).
     // chrono, not the `time` crate sqlx would pick by default (see operator::pages).
     sqlx::query!(
         r#"INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key,
                                       fold_minute, at, last_at, repeats)
-           SELECT (SELECT id FROM orders o WHERE o.id = u.order_id AND o.session_id = u.scope),
-                  u.kind, u.summary, journal_scope_tag(u.scope), u.key, u.minute, u.first_at,
-                  u.last_at, u.n
+           SELECT o.id, u.kind, u.summary, journal_scope_tag(u.scope), u.key, u.minute,
+                  u.first_at, u.last_at, u.n
              FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::uuid[],
                          $6::text[], $7::timestamptz[], $8::timestamptz[], $9::int[])
-                  AS u (scope, key, kind, minute, order_id, summary, first_at, last_at, n)
+                  WITH ORDINALITY
+                  AS u (scope, key, kind, minute, order_id, summary, first_at, last_at, n, i)
+             LEFT JOIN orders o ON o.id = u.order_id AND o.session_id = u.scope
+            WHERE o.id IS NOT NULL OR u.order_id IS NULL
+            ORDER BY u.i
            ON CONFLICT (scope_tag, idempotency_key, kind, fold_minute) WHERE fold_minute IS NOT NULL
            DO UPDATE SET repeats = order_journal.repeats + EXCLUDED.repeats,
-                         last_at = greatest(order_journal.last_at,
+                         at = least(order_journal.at, EXCLUDED.at),
+                         last_at = greatest(coalesce(order_journal.last_at, order_journal.at),
                                             coalesce(EXCLUDED.last_at, EXCLUDED.at)),
                          order_id = coalesce(order_journal.order_id, EXCLUDED.order_id)"#,
         &columns.scopes,

@@ -27,7 +27,7 @@ pub struct Sample {
     pub key_reused: i32,
 }
 
-/// Takes the sample of the minute that just ended unless an instance took it already; true
+/// Takes the sample of the last minute that ended 15 seconds ago or more, unless an instance took it already; true
 /// if this call did.
 /// JetStream's count is read from the bus (`None` on the PostgreSQL bus, or when the bus
 /// does not answer: the rest of the sample is still worth keeping).
@@ -39,11 +39,12 @@ pub async fn try_execute_task(db: &PgPool, bus: &dyn Bus) -> Result<bool, sqlx::
             None
         }
     };
-    // The sample of the minute that just ended, whole: its requests by answer (repeats are
-    // folded a minute to a row, migration 0012, so the minute's rows sum them), and the
-    // gauges as they stand at its end. Skipped at once if another instance took it.
+    // The sample of the minute that ended at least 15 seconds ago, whole: by then the repeat
+    // writers have written its repeats (folded a minute to a row, migration 0012, so the
+    // minute's rows sum them) and its requests have committed. The gauges are as they stand
+    // now. Skipped at once if another instance took it.
     let inserted = sqlx::query!(
-        r#"WITH m AS (SELECT date_trunc('minute', now()) - interval '1 minute' AS minute)
+        r#"WITH m AS (SELECT date_trunc('minute', now() - interval '15 seconds') - interval '1 minute' AS minute)
            INSERT INTO console_samples (at, outbox_unpublished, outbox_lag_ms, deliveries_waiting_pg,
                                         deliveries_waiting_js, dead_letters, new_keys, replays,
                                         in_progress, key_reused)

@@ -87,21 +87,22 @@ async fn empty_tables_say_so_and_a_failed_run_says_what_failed() {
 }
 
 #[tokio::test]
-async fn a_sample_counts_the_whole_minute_that_ended_with_each_folded_repeat() {
+async fn a_sample_counts_a_whole_minute_that_ended_with_each_folded_repeat() {
     let app = spawn_console().await;
-    // Far from a minute's turn, so the inserts and the sample see the same minute.
-    let second = chrono::Utc::now().timestamp() % 60;
+    // The minute sampled is the last that ended 15 seconds ago or more; far from its turn,
+    // so the inserts and the sample see the same one.
+    let second = (chrono::Utc::now().timestamp() - 15).rem_euclid(60);
     if second >= 50 {
         tokio::time::sleep(std::time::Duration::from_secs((61 - second) as u64)).await;
     }
-    // Twelve replays of one key in the minute that ended (one folded entry), a 409 in it,
-    // and replays of this minute, which belong to the next sample.
+    // Twelve replays of one key in the minute sampled (one folded entry), a 409 in it, and
+    // replays of the minute after, which belong to the next sample.
     sqlx::query(
         "INSERT INTO order_journal (kind, summary, scope_tag, idempotency_key, fold_minute, repeats, at)
          SELECT kind, 'test', 'tag', 'k', m.minute + shift, n, m.minute + shift + interval '1 second'
-           FROM (SELECT date_trunc('minute', now()) AS minute) m,
-                (VALUES ('replay', interval '-1 minute', 12), ('in_progress', interval '-1 minute', 1),
-                        ('replay', interval '0', 5), ('key_reused', interval '-2 minutes', 3))
+           FROM (SELECT date_trunc('minute', now() - interval '15 seconds') - interval '1 minute' AS minute) m,
+                (VALUES ('replay', interval '0', 12), ('in_progress', interval '0', 1),
+                        ('replay', interval '1 minute', 5), ('key_reused', interval '-1 minute', 3))
                     AS v (kind, shift, n)",
     )
     .execute(&app.db)
@@ -121,7 +122,7 @@ async fn a_sample_counts_the_whole_minute_that_ended_with_each_folded_repeat() {
         .unwrap());
     let (replays, in_progress, key_reused): (i32, i32, i32) = sqlx::query_as(
         "SELECT replays, in_progress, key_reused FROM console_samples
-          WHERE at = date_trunc('minute', now()) - interval '1 minute'",
+          WHERE at = date_trunc('minute', now() - interval '15 seconds') - interval '1 minute'",
     )
     .fetch_one(&app.db)
     .await

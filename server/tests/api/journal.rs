@@ -325,10 +325,26 @@ async fn a_request_naming_someone_elses_order_is_not_written_into_its_story() {
             .unwrap();
         assert!([404, 422].contains(&paying.status().as_u16()), "{key}");
     }
+    // Our own replay, written after theirs would have been (one writer, in order).
+    let key: String = sqlx::query_scalar(
+        "SELECT idempotency_key FROM order_journal WHERE kind = 'request' AND order_id = $1::uuid",
+    )
+    .bind(&order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    let replay = post_order(&app.client, &app, Some(&key), MUG_ORDER).await;
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    repeats_written(&app, "replay", 1).await;
     assert_eq!(
-        story(&app, &order_id).await,
-        before,
+        story(&app, &order_id).await[..before.len()],
+        before[..],
         "nothing of the stranger's"
+    );
+    assert_eq!(
+        app.count_where("order_journal", "order_id IS NULL").await,
+        0,
+        "nor anywhere else: a request about no order of its own is no story's"
     );
 }
 
@@ -398,6 +414,15 @@ async fn search_finds_the_order_by_each_of_its_identifiers_and_opens_its_journal
 async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
     let app = spawn_app().await;
     let (ended, ongoing) = (place_order(&app).await, place_order(&app).await);
+    // Each had a 409 before its order existed (found through its key).
+    sqlx::query(
+        "INSERT INTO order_journal (kind, summary, scope_tag, idempotency_key, fold_minute)
+         SELECT 'in_progress', '409', scope_tag, idempotency_key, date_trunc('minute', at)
+           FROM order_journal WHERE kind = 'request'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
     // Both stories began two days ago; one had an entry just now.
     sqlx::query("UPDATE order_journal SET at = at - interval '2 days'")
         .execute(&app.db)
@@ -411,7 +436,7 @@ async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
     .await
     .unwrap();
     let before = story(&app, &ongoing).await.len();
-    let ended_entries = story(&app, &ended).await.len();
+    let ended_entries = story(&app, &ended).await.len() + 1;
     let forgotten = server::journal::forget_old(&app.db, Duration::from_secs(86_400))
         .await
         .unwrap();
@@ -421,4 +446,31 @@ async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
         "the ended story's entries"
     );
     assert_eq!(story(&app, &ongoing).await.len(), before, "kept whole");
+    assert_eq!(
+        app.count_where("order_journal", "order_id IS NULL").await,
+        1,
+        "with the 409 from before the order"
+    );
+}
+
+#[tokio::test]
+async fn a_checkout_submitted_twice_has_its_replay_in_the_story() {
+    let app = spawn_app().await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    let placed = checkout_api(&app, &key).await;
+    assert_eq!(placed.status(), 201);
+    let order: serde_json::Value = placed.json().await.unwrap();
+    // The cart has moved past the key: the second submit is answered from what it holds.
+    let again = checkout_api(&app, &key).await;
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    repeats_written(&app, "replay", 1).await;
+    let story = story(&app, order["id"].as_str().unwrap()).await;
+    assert_in_order(
+        &story,
+        &[
+            ("request", "POST /api/orders answered 201: executed"),
+            ("replay", "POST /api/orders answered 201, replayed"),
+        ],
+    );
 }
