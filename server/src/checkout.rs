@@ -34,7 +34,6 @@ use once_axum::{reply::respond, Hooks, IdempotencyKey, IdempotentRequest, Repeat
 use once_core::FingerprintKeys;
 use once_pg::{store, Held};
 use serde::Deserialize;
-use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{

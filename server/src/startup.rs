@@ -42,6 +42,7 @@ pub struct Application {
     router: Router,
     state: AppState,
     throttle: Arc<throttle::Throttle>,
+    repeat_writer: journal::RepeatWriter,
 }
 
 impl Application {
@@ -54,13 +55,14 @@ impl Application {
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
         let bus = bus::connect(&config.events.bus(), &db).await?;
+        let (repeats, repeat_writer) = journal::RepeatLog::start(db.clone());
         let state = AppState {
             bus,
             readers: db::Readers::new(
                 (*db.connect_options()).clone(),
                 config.db_limits.statement_timeout,
             ),
-            repeats: journal::RepeatLog::start(db.clone()),
+            repeats,
             db,
             leptos: Arc::new(config.leptos.clone()),
             metrics: Arc::default(),
@@ -81,6 +83,7 @@ impl Application {
             router,
             state,
             throttle,
+            repeat_writer,
         })
     }
 
@@ -159,6 +162,10 @@ impl Application {
         unused_sessions.abort();
         stop.cancel();
         let _ = tokio::time::timeout(WORKERS_STOP_WITHIN, futures::future::join_all(workers)).await;
+        // The last repeats noted for the journal: the writer ends once the state, the last
+        // holder of the log, is gone.
+        drop(self.state);
+        self.repeat_writer.finish(WORKERS_STOP_WITHIN).await;
         served
     }
 }

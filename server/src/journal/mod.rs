@@ -31,7 +31,7 @@ use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
 pub use read::{for_order, search, Entry, Found, Journal, OrderHeading, MAX_ENTRIES};
-pub use repeats::{RepeatLog, FLUSH_EVERY};
+pub use repeats::{RepeatLog, RepeatWriter, FLUSH_EVERY};
 
 /// Who acts in a transaction, for its entries' `actor` (requests are the default, `shop`).
 #[derive(Clone, Copy, Debug)]

@@ -7,16 +7,24 @@
 //!
 //! What this gives up, knowingly: a repeat's entry appears up to [`FLUSH_EVERY`] after its
 //! answer, and a crash loses the notes of that last moment (repeats that changed nothing;
-//! never anything a request did). When the writer falls behind, notes past [`CAPACITY`]
-//! are dropped and said so in the log, never waited for.
+//! never anything a request did); a graceful stop writes them ([`RepeatWriter::finish`]).
+//! When the writer falls behind, notes past [`CAPACITY`] are dropped and counted in the
+//! log, never waited for.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{
+    collections::BTreeMap,
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
 
 use chrono::{DateTime, DurationRound, Utc};
 use once_axum::Repeat;
 use once_core::IdempotentRequest;
 use sqlx::PgPool;
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, task::JoinHandle};
 use uuid::Uuid;
 
 use super::{answer_words, operation_words, order_of};
@@ -31,6 +39,19 @@ const CAPACITY: usize = 10_000;
 #[derive(Clone)]
 pub struct RepeatLog {
     notes: mpsc::Sender<Note>,
+    dropped: Arc<AtomicU64>,
+}
+
+/// The writer's task: awaited at a graceful stop, once every [`RepeatLog`] is dropped.
+pub struct RepeatWriter(JoinHandle<()>);
+
+impl RepeatWriter {
+    /// Waits up to `within` for the writer to write what was noted and end.
+    pub async fn finish(self, within: Duration) {
+        if tokio::time::timeout(within, self.0).await.is_err() {
+            tracing::warn!("the journal's last repeat entries were not written before the stop");
+        }
+    }
 }
 
 struct Note {
@@ -53,10 +74,11 @@ struct Folded {
 
 impl RepeatLog {
     /// A log, and its writer started on the runtime.
-    pub fn start(db: PgPool) -> Self {
+    pub fn start(db: PgPool) -> (Self, RepeatWriter) {
         let (notes, received) = mpsc::channel(CAPACITY);
-        tokio::spawn(run_writer(db, received));
-        Self { notes }
+        let writer = RepeatWriter(tokio::spawn(run_writer(db, received)));
+        let dropped = Arc::default();
+        (Self { notes, dropped }, writer)
     }
 
     /// Notes a repeat answered from the key table; never waits.
@@ -85,7 +107,15 @@ impl RepeatLog {
             at: Utc::now(),
         };
         if self.notes.try_send(note).is_err() {
-            tracing::warn!(key = %req.key, "the journal's repeat writer is behind; a repeat's entry was dropped");
+            // Said once a thousand, so that a storm the writer cannot keep up with does
+            // not flood the log as well.
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped % 1000 == 1 {
+                tracing::warn!(
+                    dropped,
+                    "the journal's repeat writer is behind; repeats' entries were dropped"
+                );
+            }
         }
     }
 }

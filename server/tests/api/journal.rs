@@ -474,3 +474,42 @@ async fn a_checkout_submitted_twice_has_its_replay_in_the_story() {
         ],
     );
 }
+
+#[tokio::test]
+async fn a_graceful_stop_writes_the_repeats_noted_before_it() {
+    let app = spawn_app().await;
+    let key = Uuid::new_v4().to_string();
+    assert_eq!(
+        post_order(&app.client, &app, Some(&key), MUG_ORDER)
+            .await
+            .status(),
+        201
+    );
+    // A second instance answers the replay, and is stopped at once.
+    let second = server::startup::Application::build(app.config.clone())
+        .await
+        .unwrap();
+    let address = format!("http://127.0.0.1:{}", second.port());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let running = tokio::spawn(second.run_until_stopped(async {
+        let _ = stopped.await;
+    }));
+    let replay = app
+        .client
+        .post(format!("{address}/api/orders"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", &key)
+        .body(MUG_ORDER)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    stop.send(()).unwrap();
+    running.await.unwrap().unwrap();
+    let written: Option<i64> =
+        sqlx::query_scalar("SELECT sum(repeats) FROM order_journal WHERE kind = 'replay'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(written, Some(1), "written before the instance stopped");
+}
