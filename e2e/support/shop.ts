@@ -144,3 +144,30 @@ export async function duplicateTab(page: Page, url: string): Promise<Page> {
   await copy.goto(url);
   return copy;
 }
+
+/** The sandbox card whose charge stays "processing": an outcome the shop does not know yet. */
+export const CARD_PROCESSING = '4000000000000127';
+
+/** Pays `orderId` with a card whose charge stays "processing": the shop answers 503 and
+ * keeps the attempt pending. The attempt. */
+export async function pendingAttempt(page: Page, base: string, orderId: string): Promise<any> {
+  const pending = await page.request.post(`${base}/api/orders/${orderId}/payments`, {
+    headers: { 'idempotency-key': crypto.randomUUID() },
+    data: { card_number: CARD_PROCESSING },
+  });
+  expect(pending.status()).toBe(503);
+  const [attempt] = await (await page.request.get(`${base}/api/orders/${orderId}/payments`)).json();
+  expect(attempt.status).toBe('pending');
+  return attempt;
+}
+
+/** The provider completes the pending attempt's payment: a charge of its own that succeeds,
+ * with the attempt as its reference. The charge's id. */
+export async function completeCharge(request: APIRequestContext, provider: string, attemptId: string): Promise<string> {
+  const completed = await request.post(`${provider}/v1/charges`, {
+    headers: { 'idempotency-key': `e2e-complete-${attemptId}` },
+    data: { amount_cents: 6200, currency: 'EUR', card_number: '4242424242424242', reference: attemptId },
+  });
+  expect(completed.status()).toBe(201);
+  return (await completed.json()).id;
+}

@@ -1,9 +1,7 @@
-import { test, expect, placeOrder } from '../support/shop';
+import { test, expect, completeCharge, pendingAttempt, placeOrder } from '../support/shop';
 import { freePort, freshDatabaseName, startProvider, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
 const PASSWORD = 'e2e-operator-password';
-/** The sandbox card whose charge stays "processing": an outcome the shop does not know yet. */
-const CARD_PROCESSING = '4000000000000127';
 /** How long the provider holds the webhook of the charge that completes the payment: long
  * enough for the reconciler to find the charge first. */
 const WEBHOOK_DELAY_MS = 6000;
@@ -33,20 +31,10 @@ test('11. an operator finds an order by its charge id and reads its whole story 
   try {
     // The charge stays "processing", so the shop keeps the attempt pending.
     const orderId = await placeOrder(page, base);
-    const pending = await page.request.post(`${base}/api/orders/${orderId}/payments`, {
-      headers: { 'idempotency-key': crypto.randomUUID() },
-      data: { card_number: CARD_PROCESSING },
-    });
-    expect(pending.status()).toBe(503);
-    const [attempt] = await (await page.request.get(`${base}/api/orders/${orderId}/payments`)).json();
+    const attempt = await pendingAttempt(page, base, orderId);
     // Then the charge completes; its webhook is held, and comes twice.
     await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { duplicates: 1, delay_ms: WEBHOOK_DELAY_MS } });
-    const completed = await request.post(`${PROVIDER()}/v1/charges`, {
-      headers: { 'idempotency-key': `e2e-journal-${attempt.id}` },
-      data: { amount_cents: 6200, currency: 'EUR', card_number: '4242424242424242', reference: attempt.id },
-    });
-    expect(completed.status()).toBe(201);
-    const chargeId: string = (await completed.json()).id;
+    const chargeId = await completeCharge(request, PROVIDER(), attempt.id);
     expect(chargeId).toMatch(/^ch_/);
 
     // The operator runs the reconciler before the webhook arrives: it repairs the payment.

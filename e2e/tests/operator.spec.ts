@@ -1,10 +1,8 @@
-import { test, expect, placeOrder } from '../support/shop';
+import { test, expect, completeCharge, pendingAttempt, placeOrder } from '../support/shop';
 import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
 const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
 const PASSWORD = 'e2e-operator-password';
-/** The sandbox card whose charge stays "processing": an outcome the shop does not know yet. */
-const CARD_PROCESSING = '4000000000000127';
 
 test.afterEach(async ({ page }, testInfo) => {
   await page.screenshot({ path: testInfo.outputPath('final.png'), fullPage: true });
@@ -27,18 +25,8 @@ test('10. an operator sees a payment lost with its webhook, runs the reconciler 
     // completes it, and the webhook that would tell the shop is lost for good.
     await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { drop_webhooks: true } });
     const orderId = await placeOrder(page, base);
-    const pending = await page.request.post(`${base}/api/orders/${orderId}/payments`, {
-      headers: { 'idempotency-key': crypto.randomUUID() },
-      data: { card_number: CARD_PROCESSING },
-    });
-    expect(pending.status()).toBe(503);
-    const [attempt] = await (await page.request.get(`${base}/api/orders/${orderId}/payments`)).json();
-    expect(attempt.status).toBe('pending');
-    const completed = await request.post(`${PROVIDER()}/v1/charges`, {
-      headers: { 'idempotency-key': `e2e-complete-${attempt.id}` },
-      data: { amount_cents: 6200, currency: 'EUR', card_number: '4242424242424242', reference: attempt.id },
-    });
-    expect(completed.status()).toBe(201);
+    const attempt = await pendingAttempt(page, base, orderId);
+    await completeCharge(request, PROVIDER(), attempt.id);
     const order = await (await page.request.get(`${base}/api/orders/${orderId}`)).json();
     expect(order.status).toBe('pending_payment');
 

@@ -4,17 +4,13 @@
 
 use server::operator::samples;
 
-use crate::helpers::eventually;
+use crate::helpers::{eventually, TestApp};
 
 use crate::operator::{operator, spawn_console};
 
-#[tokio::test]
-async fn one_sample_a_minute_whichever_instance_takes_it_and_the_overview_draws_them() {
-    let app = spawn_console().await;
-    let first = app.workers().await;
-    let second = app.workers().await;
-    // The server samples as it starts (then a minute later); this test takes the samples
-    // itself.
+/// The server samples as it starts (then a minute later): once it has, its sample is
+/// removed, and the test takes the samples itself.
+async fn samples_left_to_the_test(app: &TestApp) {
     eventually("the server's first sample", || async {
         app.count("console_samples").await == 1
     })
@@ -23,6 +19,14 @@ async fn one_sample_a_minute_whichever_instance_takes_it_and_the_overview_draws_
         .execute(&app.db)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn one_sample_a_minute_whichever_instance_takes_it_and_the_overview_draws_them() {
+    let app = spawn_console().await;
+    let first = app.workers().await;
+    let second = app.workers().await;
+    samples_left_to_the_test(&app).await;
     assert!(samples::try_execute_task(&app.db, first.bus.as_ref())
         .await
         .unwrap());
@@ -108,14 +112,7 @@ async fn a_sample_counts_a_whole_minute_that_ended_with_each_folded_repeat() {
     .execute(&app.db)
     .await
     .unwrap();
-    eventually("the server's first sample", || async {
-        app.count("console_samples").await == 1
-    })
-    .await;
-    sqlx::query("DELETE FROM console_samples")
-        .execute(&app.db)
-        .await
-        .unwrap();
+    samples_left_to_the_test(&app).await;
     let workers = app.workers().await;
     assert!(samples::try_execute_task(&app.db, workers.bus.as_ref())
         .await
