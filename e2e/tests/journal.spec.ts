@@ -79,13 +79,14 @@ test('11. an operator finds an order by its charge id and reads its whole story 
       ['request', /POST \/api\/orders answered 201: executed/],
       ['payment', /payment attempt recorded/],
       ['provider_call', /charge call to the provider started/],
+      // The reconciler's repair, and the finding that records it.
+      ['payment', new RegExp(`reconciler payment pending → succeeded.*${chargeId}`)],
+      ['status', /reconciler order pending_payment → paid/],
       ['finding', /reconciler finding missed_success/],
-      ['payment', new RegExp(`payment pending → succeeded.*${chargeId}`)],
-      ['status', /pending_payment → paid/],
       ['request', /payments answered 4\d\d[^,]*: executed/],
       ['replay', /payments answered 4\d\d.*, replayed/],
-      ['callback', /charge\.succeeded/],
-      ['callback', /duplicate, nothing changed/],
+      ['callback', /callback charge\.succeeded \(provider tx \w+\): already_applied/],
+      ['callback', /callback charge\.succeeded \(provider tx \w+\): duplicate, nothing changed/],
     ];
     let from = 0;
     for (const [kind, words] of expected) {
