@@ -34,6 +34,12 @@ VALUES (gen_random_uuid(), 'order', :id::uuid, 'order.created', :payload::jsonb)
 -- cart::take_ordered locks the session's cart first; the bench session has none, and then
 -- the server stops there (its other three statements run only for a cart).
 SELECT 1 FROM carts WHERE session_id = :sid FOR UPDATE;
+-- The order journal's entry of the completed request (journal::request), in the executor's
+-- on_complete hook; the order's and the outbox's entries are written by their triggers above.
+INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
+SELECT id, 'request', 'POST /api/orders answered 201: executed', journal_scope_tag(:sid),
+       :nonce::text || '-' || :client_id::text || '-' || :r::text
+  FROM orders WHERE id = :id::uuid AND session_id = :sid;
 -- store::complete, fenced on the lease.
 UPDATE idempotency_keys
    SET state = 'completed', response_status = 201, response_headers = :headers::jsonb,

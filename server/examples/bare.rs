@@ -146,6 +146,18 @@ async fn create(db: &PgPool, scope: &str, key: &str) -> Result<String, sqlx::Err
         .bind(scope)
         .fetch_optional(&mut *tx)
         .await?;
+    // The order journal's entry of the completed request (journal::request).
+    sqlx::query(
+        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
+         SELECT id, 'request', 'POST /api/orders answered 201: executed',
+                journal_scope_tag($2), $3
+           FROM orders WHERE id = $1 AND session_id = $2",
+    )
+    .bind(id)
+    .bind(scope)
+    .bind(key)
+    .execute(&mut *tx)
+    .await?;
     sqlx::query(
         "UPDATE idempotency_keys
             SET state = 'completed', response_status = 201, response_headers = '{}'::jsonb,
