@@ -40,7 +40,7 @@ use crate::{
     cart,
     error::ApiError,
     faults::FaultRequest,
-    idempotency::{with_faults, Idempotency, RequestKey},
+    idempotency::{asking_for_itself, with_faults, Idempotency, RequestKey},
     openapi::IdempotencyKeyHeader,
     orders::{self, NewOrder},
     session::ExistingShopper,
@@ -79,6 +79,14 @@ impl FromRef<AppState> for Checkout {
     }
 }
 
+/// Who asks for a checkout: a client's request, or the form asking again while it waits
+/// for the first submit (asks a client did not send, and not repeats for the journal).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Asking {
+    Client,
+    FormWaiting,
+}
+
 /// Places the order for the session's cart under `key`, which must be the cart's current
 /// checkout key; any other key answers from what it holds.
 pub async fn checkout_cart(
@@ -86,15 +94,16 @@ pub async fn checkout_cart(
     faults: FaultRequest,
     session_id: &str,
     key: IdempotencyKey,
+    asking: Asking,
 ) -> Result<Response, ApiError> {
     let db = &checkout.idem.db;
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
-        return answer_for(checkout, session_id, &key).await;
+        return answer_for(checkout, session_id, &key, asking).await;
     }
     let cart = cart::read(db, session_id).await?;
     if cart.lines.is_empty() {
-        return answer_for(checkout, session_id, &key).await;
+        return answer_for(checkout, session_id, &key, asking).await;
     }
     let body = domain::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
@@ -107,20 +116,26 @@ pub async fn checkout_cart(
         &body,
     );
     let door = orders::store::Door::Checkout;
-    let idem = with_faults(&checkout.idem, faults);
+    let mut idem = with_faults(&checkout.idem, faults);
+    if asking == Asking::FormWaiting {
+        idem = asking_for_itself(&idem);
+    }
     Ok(orders::create_order(&idem, request, new_order, door, checkout.max_pending).await)
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
-/// A repeat is noted for the order journal, as the executor notes its own.
+/// A repeat is noted for the order journal, as the executor notes its own; the form's own
+/// waiting is not.
 async fn answer_for(
     checkout: &Checkout,
     session_id: &str,
     key: &IdempotencyKey,
+    asking: Asking,
 ) -> Result<Response, ApiError> {
     let held = store::held(&checkout.idem.db, session_id, key, orders::CREATE_ORDER).await?;
     let repeat = match &held {
         Held::Completed(stored) => Some(Repeat::Replay(stored)),
+        Held::Running if asking == Asking::FormWaiting => None,
         Held::Running => Some(Repeat::InProgress),
         Held::OtherOperation => Some(Repeat::KeyReused),
         Held::Open => None,
@@ -173,7 +188,7 @@ async fn place_order_api(
     key: RequestKey,
     faults: FaultRequest,
 ) -> Result<Response, ApiError> {
-    checkout_cart(&checkout, faults, &shopper.id, key.key).await
+    checkout_cart(&checkout, faults, &shopper.id, key.key, Asking::Client).await
 }
 
 #[derive(Deserialize)]
@@ -199,8 +214,11 @@ async fn place_order_form(
         return back_to_checkout(messages::FORM_INCOMPLETE);
     };
     let started = Instant::now();
+    let mut asking = Asking::Client;
     loop {
-        let answer = checkout_cart(&checkout, faults.clone(), &shopper.id, key.clone()).await;
+        let answer =
+            checkout_cart(&checkout, faults.clone(), &shopper.id, key.clone(), asking).await;
+        asking = Asking::FormWaiting;
         match redirect_for(answer).await {
             Some(redirect) => return redirect,
             None if started.elapsed() < WAIT_FOR_FIRST => tokio::time::sleep(POLL_EVERY).await,

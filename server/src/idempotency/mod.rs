@@ -51,6 +51,9 @@ pub struct ShopHooks {
     metrics: Arc<Metrics>,
     faults: Faults,
     request_faults: FaultRequest,
+    /// Set when the shop asks again for itself while a request runs (the checkout form
+    /// waiting for the first submit): its 409s were sent to no client, and are not noted.
+    asking_for_itself: bool,
 }
 
 impl FromRef<AppState> for Idempotency {
@@ -61,6 +64,7 @@ impl FromRef<AppState> for Idempotency {
             metrics: state.metrics.clone(),
             faults: state.faults.clone(),
             request_faults: FaultRequest::default(),
+            asking_for_itself: false,
         };
         Executor {
             db: state.db.clone(),
@@ -84,6 +88,13 @@ impl FromRequestParts<AppState> for RequestExecutor {
         let faults = FaultRequest::of(&state.faults, &parts.headers);
         Ok(Self(with_faults(&Idempotency::from_ref(state), faults)))
     }
+}
+
+/// The executor the shop uses to ask again for itself (see `ShopHooks::asking_for_itself`).
+pub fn asking_for_itself(idem: &Idempotency) -> Idempotency {
+    let mut idem = idem.clone();
+    idem.hooks.asking_for_itself = true;
+    idem
 }
 
 /// The executor for one request that carries test-time faults.
@@ -136,6 +147,9 @@ impl Hooks for ShopHooks {
     }
 
     async fn on_repeat(&self, req: &IdempotentRequest, repeat: Repeat<'_>) {
+        if self.asking_for_itself && matches!(repeat, Repeat::InProgress) {
+            return;
+        }
         self.repeats.note(req, repeat);
     }
 }

@@ -513,3 +513,30 @@ async fn a_graceful_stop_writes_the_repeats_noted_before_it() {
             .unwrap();
     assert_eq!(written, Some(1), "written before the instance stopped");
 }
+
+#[tokio::test]
+async fn a_form_waiting_for_the_first_submit_is_one_repeat_not_one_per_ask() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    let first = spawn_form(&app, &key, Some("first-submit"));
+    app.wait_until_held("first-submit", 1).await;
+    // The second click waits on the server, asking again every 200 ms; let it ask a few
+    // times before the first submit ends.
+    let second = spawn_form(&app, &key, None);
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    app.open_gate("first-submit").await;
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    assert_eq!(location(&first), location(&second), "one order");
+    // One 409 (the second submit's first answer) and one replay (its last): the asks in
+    // between were the shop's own.
+    // The replay was noted last: once it is written, so is every 409 before it.
+    repeats_written(&app, "replay", 1).await;
+    let in_progress: i64 = sqlx::query_scalar(
+        "SELECT sum(repeats)::bigint FROM order_journal WHERE kind = 'in_progress'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(in_progress, 1);
+}
