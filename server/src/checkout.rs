@@ -96,14 +96,18 @@ pub async fn checkout_cart(
     key: IdempotencyKey,
     asking: Asking,
 ) -> Result<Response, ApiError> {
-    let db = &checkout.idem.db;
+    let mut idem = with_faults(&checkout.idem, faults);
+    if asking == Asking::FormWaiting {
+        idem = asking_for_itself(&idem);
+    }
+    let db = &idem.db;
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
-        return answer_for(checkout, session_id, &key, asking).await;
+        return answer_for(&idem, &checkout.fingerprints, session_id, &key).await;
     }
     let cart = cart::read(db, session_id).await?;
     if cart.lines.is_empty() {
-        return answer_for(checkout, session_id, &key, asking).await;
+        return answer_for(&idem, &checkout.fingerprints, session_id, &key).await;
     }
     let body = domain::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
@@ -116,40 +120,35 @@ pub async fn checkout_cart(
         &body,
     );
     let door = orders::store::Door::Checkout;
-    let mut idem = with_faults(&checkout.idem, faults);
-    if asking == Asking::FormWaiting {
-        idem = asking_for_itself(&idem);
-    }
     Ok(orders::create_order(&idem, request, new_order, door, checkout.max_pending).await)
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
-/// A repeat is noted for the order journal, as the executor notes its own; the form's own
-/// waiting is not.
+/// A repeat is told to the executor's hooks, as the executor tells its own (the order
+/// journal notes it, save the form's own waiting).
 async fn answer_for(
-    checkout: &Checkout,
+    idem: &Idempotency,
+    fingerprints: &FingerprintKeys,
     session_id: &str,
     key: &IdempotencyKey,
-    asking: Asking,
 ) -> Result<Response, ApiError> {
-    let held = store::held(&checkout.idem.db, session_id, key, orders::CREATE_ORDER).await?;
+    let held = store::held(&idem.db, session_id, key, orders::CREATE_ORDER).await?;
     let repeat = match &held {
         Held::Completed(stored) => Some(Repeat::Replay(stored)),
-        Held::Running if asking == Asking::FormWaiting => None,
         Held::Running => Some(Repeat::InProgress),
         Held::OtherOperation => Some(Repeat::KeyReused),
         Held::Open => None,
     };
     if let Some(repeat) = repeat {
         let request = IdempotentRequest::new(
-            &checkout.fingerprints,
+            fingerprints,
             Method::POST,
             session_id,
             key.clone(),
             orders::CREATE_ORDER,
             &serde_json::Value::Null,
         );
-        checkout.idem.hooks.on_repeat(&request, repeat).await;
+        idem.hooks.on_repeat(&request, repeat).await;
     }
     Ok(match held {
         Held::Completed(stored) => respond(stored, true),

@@ -87,13 +87,15 @@ fn operation_words(req: &IdempotentRequest) -> String {
 
 /// "201", or "422 out-of-stock": the status and, for a problem, its type.
 fn answer_words(answer: &StoredResponse) -> String {
-    let problem = serde_json::from_slice::<serde_json::Value>(&answer.body)
-        .ok()
+    // Only a refusal's body is read: a replayed order's is not parsed for nothing.
+    let problem = (answer.status >= 400)
+        .then(|| serde_json::from_slice::<serde_json::Value>(&answer.body).ok())
+        .flatten()
         .and_then(|body| body.get("type")?.as_str().map(str::to_owned))
         .map(|kind| kind.rsplit('/').next().unwrap_or_default().to_owned());
     match problem {
-        Some(kind) if answer.status >= 400 => format!("{} {kind}", answer.status),
-        _ => answer.status.to_string(),
+        Some(kind) => format!("{} {kind}", answer.status),
+        None => answer.status.to_string(),
     }
 }
 

@@ -21,6 +21,7 @@ mod headers;
 mod helpers;
 mod idempotency;
 mod journal;
+mod journal_repeats;
 mod journal_rows;
 mod limits;
 mod mailer;

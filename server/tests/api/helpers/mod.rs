@@ -398,9 +398,11 @@ impl TestApp {
 
 mod checkout;
 mod events;
+mod journal;
 mod payments;
 pub mod proxy;
 pub mod smtp;
 pub use checkout::*;
 pub use events::*;
+pub use journal::*;
 pub use payments::*;
