@@ -7,12 +7,14 @@ RUN rustup target add wasm32-unknown-unknown \
 WORKDIR /src
 COPY . .
 RUN cargo install wasm-bindgen-cli --version "=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)" \
- && cargo leptos build --release \
+ && cargo leptos build --release --precompress \
  && cargo build --release -p provider
 
 FROM debian:bookworm-slim
 WORKDIR /app
 COPY --from=build /src/target/release/server /app/server
+# The hashed names of the site's files, read beside the binary.
+COPY --from=build /src/target/release/hash.txt /app/hash.txt
 COPY --from=build /src/target/release/provider /app/provider
 COPY --from=build /src/target/site /app/site
 ENV LEPTOS_SITE_ROOT=/app/site LEPTOS_SITE_ADDR=0.0.0.0:3000

@@ -1,6 +1,13 @@
-//! The Once user interface, shared by server-side rendering and the hydrated wasm bundle.
-//! It holds no SQL: on the server its server functions call the [`backend`] handle that
-//! the `server` crate provides through Leptos context.
+//! The Once user interface. The server renders every page; the wasm bundle hydrates only
+//! the islands, the controls that change something (add to cart, the cart editor with the
+//! checkout form, the order's payment and progress, the header's cart count), so that a
+//! slow phone downloads and runs little (docs/design.md, "What the browser runs"). It holds
+//! no SQL: on the server its server functions call the [`backend`] handle that the `server`
+//! crate provides through Leptos context.
+
+// The order page's view type, with its island nested inside, is deeper than the compiler's
+// default limit (in this crate and in the server, which renders it).
+#![recursion_limit = "256"]
 
 pub mod api;
 #[cfg(feature = "ssr")]
@@ -11,13 +18,13 @@ mod pages;
 pub mod query;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
     ParamSegment, StaticSegment,
 };
 
-use components::{focus::FocusOnNavigate, form_error::FormError, header::Header};
+use components::{form_error::FormError, header::Header};
 use pages::{
     checkout::CheckoutPage, home::HomePage, not_found::NotFoundPage, order::OrderPage,
     orders::OrdersPage,
@@ -33,7 +40,8 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <AutoReload options=options.clone()/>
-                <HydrationScripts options/>
+                <HashedStylesheet options=options.clone() id="leptos"/>
+                <HydrationScripts options islands=true/>
                 <MetaTags/>
             </head>
             <body>
@@ -46,15 +54,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
-    // Shared actions, so the header's cart count follows every change of the cart.
-    provide_context(ServerAction::<api::AddToCart>::new());
-    provide_context(ServerAction::<api::SetCartQuantity>::new());
-    mark_hydrated();
     view! {
-        <Stylesheet id="leptos" href="/pkg/once.css"/>
         <Title text="Once — a shop that charges you exactly once"/>
         <Router>
-            <FocusOnNavigate/>
             <Header/>
             <main class="page">
                 <FormError/>
@@ -70,12 +72,8 @@ pub fn App() -> impl IntoView {
     }
 }
 
-/// Sets `data-hydrated` on `<body>` once the wasm bundle has taken over the page, so that
-/// tests (and curious developers) can tell server-rendered HTML from a live app.
-fn mark_hydrated() {
-    Effect::new(|_| {
-        if let Some(body) = document().body() {
-            let _ = body.set_attribute("data-hydrated", "true");
-        }
-    });
+/// The wasm entry point's part: the islands hydrate themselves (the script Leptos writes calls
+/// them); a page without any is marked live here.
+pub fn hydrate() {
+    components::live::mark_if_no_islands();
 }

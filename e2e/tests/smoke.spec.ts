@@ -1,4 +1,4 @@
-import { test, expect } from '../support/shop';
+import { test, expect, hydrated } from '../support/shop';
 
 test('the catalog is rendered on the server, then the wasm takes over', async ({ page }, testInfo) => {
   // Hold the wasm back so that what we see first is the server-rendered HTML alone.
@@ -32,4 +32,37 @@ test('the catalog is rendered on the server, then the wasm takes over', async ({
   await page.reload();
   await expect(page.getByTestId('cart-count')).toHaveText('Cart (2)');
   expect(errors).toEqual([]);
+});
+
+test('the bundle is sent compressed under hashed names, and the next page takes it from the cache', async ({ page }) => {
+  // Each answer of the server carries an id of its own; a file the browser kept shows the id
+  // of the answer it kept.
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('Network.enable');
+  const fetched = new Map<string, { encoding: string; answer: string }>();
+  cdp.on('Network.responseReceived', (e) => {
+    const path = new URL(e.response.url).pathname;
+    if (!path.startsWith('/pkg/')) return;
+    const headers = Object.fromEntries(Object.entries(e.response.headers).map(([k, v]) => [k.toLowerCase(), String(v)]));
+    fetched.set(path, {
+      encoding: headers['content-encoding'] ?? '',
+      answer: headers['x-request-id'] ?? '',
+    });
+  });
+  await page.goto('/');
+  await hydrated(page);
+  const first = new Map(fetched);
+  expect([...first.keys()].map((p) => p.split('.').pop()).sort()).toEqual(['css', 'js', 'wasm']);
+  for (const [path, { encoding, answer }] of first) {
+    expect(path).toMatch(/^\/pkg\/once\.[A-Za-z0-9_-]{20,}\.(css|js|wasm)$/);
+    expect(encoding, path).toBe('br');
+    expect(answer, path).not.toBe('');
+  }
+
+  // Another page of the shop: the same files, none asked of the server again.
+  fetched.clear();
+  await page.goto('/orders');
+  await hydrated(page);
+  expect([...fetched.keys()].sort()).toEqual([...first.keys()].sort());
+  for (const [path, { answer }] of fetched) expect(answer, path).toBe(first.get(path)!.answer);
 });

@@ -1,6 +1,11 @@
 //! The Once server: HTTP API, idempotency, orders, SSR hosting and workers.
 
+// Rendering the order page (the app's views, with an island nested inside) goes deeper into
+// its types than the compiler's default limit.
+#![recursion_limit = "256"]
+
 pub mod api;
+pub mod assets;
 pub mod callbacks;
 pub mod cart;
 pub mod catalog;

@@ -18,7 +18,8 @@ use domain::{Cart, Checkout, Order, Product};
 
 use crate::{cart, catalog, orders, page_deadline, refusals, session, state::AppState};
 
-/// The page routes and server functions, with the backend in every request's context.
+/// The page routes and server functions, with the backend in every request's context; any
+/// other path is a file of the site's assets or the 404 page.
 pub fn router(state: &AppState) -> Router<AppState> {
     let backend = Backend(Arc::new(ServerBackend {
         db: state.db.clone(),

@@ -23,9 +23,10 @@ use once_events::bus;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, checkout, config::Config, connections, credentials, db, faults::Faults, fulfillment,
-    headers, health, journal, openapi, operator, origin, provider_client::ProviderClient, refusals,
-    retention, session, ssr, state::AppState, throttle, workers,
+    api, assets, checkout, config::Config, connections, credentials, db, faults::Faults,
+    fulfillment, headers, health, journal, openapi, operator, origin,
+    provider_client::ProviderClient, refusals, retention, session, ssr, state::AppState, throttle,
+    workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -199,6 +200,9 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .layer(middleware::from_fn(origin::same_origin_writes));
     Ok(Router::new()
         .route("/healthz", get(health::healthz))
+        // Outside the shop's sessions: a file every shopper shares, and any cache may keep,
+        // never opens a session nor carries a cookie.
+        .merge(assets::router(&state.leptos))
         .merge(console)
         .merge(metrics)
         .merge(openapi::router(document))

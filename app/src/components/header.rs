@@ -1,26 +1,13 @@
 use leptos::prelude::*;
-use leptos_router::hooks::use_location;
 
-use crate::api::{get_cart, AddToCart, SetCartQuantity};
+use super::cart_count::CartCount;
+use crate::api::get_cart;
 
-/// The shop's top bar with the cart count. It re-reads the cart whenever an
-/// "Add to cart" action (anywhere on the page) completes, and on every navigation (a placed
-/// order empties the cart).
+/// The shop's top bar, rendered on the server. Only the cart's count is live (an island),
+/// so that adds and changes show in it without a reload.
 #[component]
 pub fn Header() -> impl IntoView {
-    let add = use_context::<ServerAction<AddToCart>>();
-    let edit = use_context::<ServerAction<SetCartQuantity>>();
-    let path = use_location().pathname;
-    let cart = Resource::new(
-        move || {
-            (
-                add.map(|a| a.version().get()).unwrap_or_default(),
-                edit.map(|a| a.version().get()).unwrap_or_default(),
-                path.get(),
-            )
-        },
-        |_| get_cart(),
-    );
+    let cart = Resource::new(|| (), |_| get_cart());
     view! {
         <header class="topbar">
             <a class="brand" href="/">"Once"</a>
@@ -33,10 +20,8 @@ pub fn Header() -> impl IntoView {
                     // server-side stream (leptos-rs/leptos#4578).
                     <Suspense fallback=|| "Cart">
                         {move || Suspend::new(async move {
-                            match cart.await {
-                                Ok(c) => format!("Cart ({})", c.item_count()),
-                                Err(_) => "Cart".to_owned(),
-                            }
+                            let count = cart.await.ok().map(|c| c.item_count());
+                            view! { <CartCount count/> }
                         })}
                     </Suspense>
                 </a>

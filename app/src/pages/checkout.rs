@@ -1,11 +1,13 @@
 use leptos::prelude::*;
 use leptos_meta::Title;
-use leptos_router::hooks::{use_navigate, use_query_map};
+use leptos_router::hooks::use_query_map;
 
 use crate::{
     api::{get_checkout, SetCartQuantity},
     components::{
+        cart_count::announce,
         cart_lines::CartLines,
+        live::mark_live,
         status_line::{Notice, StatusLine},
     },
     messages, query,
@@ -21,9 +23,7 @@ use once_leptos::{
 /// with the cart: every render, tab and retry of the same cart submits under one key.
 #[component]
 pub fn CheckoutPage() -> impl IntoView {
-    let edit = expect_context::<ServerAction<SetCartQuantity>>();
-    // Every change of the cart gives it a new key: show the cart and its key afresh.
-    let checkout = Resource::new(move || edit.version().get(), |_| get_checkout());
+    let checkout = Resource::new(|| (), |_| get_checkout());
     // Only words the shop issues: the address carries a code (`crate::messages`).
     let problem = move || {
         use_query_map()
@@ -37,7 +37,7 @@ pub fn CheckoutPage() -> impl IntoView {
         {move || problem().map(|p| view! { <p class="error" role="alert">{p}</p> })}
         <Suspense fallback=|| view! { <p class="loading">"Loading your cart…"</p> }>
             <ErrorBoundary fallback=|_| view! { <p class="error" role="alert">"Your cart could not be loaded. Please reload."</p> }>
-                {move || Suspend::new(async move { checkout.await.map(|c| view! { <CheckoutForm checkout=c/> }) })}
+                {move || Suspend::new(async move { checkout.await.map(|c| view! { <CheckoutPanel checkout=c/> }) })}
             </ErrorBoundary>
         </Suspense>
     }
@@ -53,6 +53,30 @@ fn messages() -> Messages {
     }
 }
 
+/// The cart editor and the checkout form: the checkout page's island. Every change of the
+/// cart gives it a new key, so after each change the cart and its key are read afresh and
+/// the form starts over with them.
+#[island]
+fn CheckoutPanel(checkout: Checkout) -> impl IntoView {
+    let edit = ServerAction::<SetCartQuantity>::new();
+    provide_context(edit);
+    let current = RwSignal::new(checkout);
+    Effect::watch(
+        move || edit.version().get(),
+        move |_, _, _| {
+            leptos::task::spawn_local(async move {
+                if let Ok(checkout) = get_checkout().await {
+                    announce(checkout.cart.item_count());
+                    current.try_set(checkout);
+                }
+            })
+        },
+        false,
+    );
+    mark_live();
+    move || view! { <CheckoutForm checkout=current.get()/> }
+}
+
 #[component]
 fn CheckoutForm(checkout: Checkout) -> impl IntoView {
     let Checkout {
@@ -60,7 +84,6 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         key,
         key_retention_secs,
     } = checkout;
-    let navigate = use_navigate();
     // What became of an earlier page's order, shown beside this cart instead of acting on it.
     let notice = RwSignal::new(None::<Notice>);
     let mut options = Options::new("checkout", key.clone(), KeyOwner::Server);
@@ -70,7 +93,7 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         options,
         move |order: Order, origin| match origin {
             // The order's own transaction emptied the cart on the server.
-            Origin::ThisPage => navigate(&format!("/orders/{}", order.id), Default::default()),
+            Origin::ThisPage => reload_to(&format!("/orders/{}", order.id)),
             Origin::Earlier => notice.set(Some(Notice::placed(&order))),
         },
         move |problem: Problem, origin| match origin {

@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use crate::{
     api::{get_order, get_order_progress},
-    components::status_line::StatusLine,
+    components::{live::mark_live, status_line::StatusLine},
 };
 use domain::{
     format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
@@ -45,14 +45,6 @@ pub fn OrderPage() -> impl IntoView {
     }
 }
 
-/// The order as it is now: polled while its payment settles and fulfillment runs.
-#[derive(Clone, Copy)]
-struct Live {
-    status: RwSignal<OrderStatus>,
-    fulfillment: RwSignal<Option<Fulfillment>>,
-    history: RwSignal<Vec<StatusChange>>,
-}
-
 #[component]
 fn OrderDetails(page: OrderPageData) -> impl IntoView {
     let OrderPageData {
@@ -71,6 +63,59 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         created_at,
         history,
     } = order;
+    let pay = (status == OrderStatus::PendingPayment).then_some(Payable {
+        pay_key,
+        key_retention_secs,
+    });
+    view! {
+        <Title text=format!("Order {order_no} · Once")/>
+        <div class="panel order">
+            <h1 tabindex="-1">"Order " <span data-testid="order-no">{order_no.clone()}</span></h1>
+            <p class="meta">"Placed " <time datetime=created_at.clone()>{format_time(&created_at)}</time></p>
+            <OrderLive order_id=id status fulfillment history pay>
+                <table class="lines">
+                    <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th></tr></thead>
+                    <tbody>
+                        {items.into_iter().map(|i| {
+                            let line = format_money(i.unit_price_cents * i64::from(i.quantity), &currency);
+                            view! { <tr><td>{i.name}</td><td class="num">{i.quantity}</td><td class="num">{line}</td></tr> }
+                        }).collect_view()}
+                    </tbody>
+                    <tfoot><tr><th>"Total"</th><th></th><th class="num">{format_money(total_cents, &currency)}</th></tr></tfoot>
+                </table>
+            </OrderLive>
+            <a href="/orders">"All my orders"</a>
+        </div>
+    }
+}
+
+/// What paying needs: the tab's first payment key and how long the server keeps keys.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Payable {
+    pay_key: String,
+    key_retention_secs: u64,
+}
+
+/// The order as it is now: polled while its payment settles and fulfillment runs.
+#[derive(Clone, Copy)]
+struct Live {
+    status: RwSignal<OrderStatus>,
+    fulfillment: RwSignal<Option<Fulfillment>>,
+    history: RwSignal<Vec<StatusChange>>,
+}
+
+/// The order page's island: its status, the payment form while it awaits payment, its
+/// shipment and its history, which change as the payment settles. The lines between
+/// (`children`) stay server-rendered.
+#[island]
+fn OrderLive(
+    order_id: Uuid,
+    status: OrderStatus,
+    fulfillment: Option<Fulfillment>,
+    history: Vec<StatusChange>,
+    pay: Option<Payable>,
+    children: Children,
+) -> impl IntoView {
     let live = Live {
         status: RwSignal::new(status),
         fulfillment: RwSignal::new(fulfillment),
@@ -82,36 +127,24 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         if live.status.get_untracked() == OrderStatus::Paid
             && live.fulfillment.get_untracked().is_none()
         {
-            leptos::task::spawn_local(follow(id, live));
+            leptos::task::spawn_local(follow(order_id, live));
         }
     });
+    mark_live();
     view! {
-        <Title text=format!("Order {order_no} · Once")/>
-        <div class="panel order">
-            <h1 tabindex="-1">"Order " <span data-testid="order-no">{order_no.clone()}</span></h1>
-            <p class="meta">"Placed " <time datetime=created_at.clone()>{format_time(&created_at)}</time></p>
-            <p>
-                <span class="status" role="status" aria-live="polite" data-testid="order-status">
-                    {move || live.status.get().label()}
-                </span>
-            </p>
-            <table class="lines">
-                <thead><tr><th>"Item"</th><th class="num">"Qty"</th><th class="num">"Price"</th></tr></thead>
-                <tbody>
-                    {items.into_iter().map(|i| {
-                        let line = format_money(i.unit_price_cents * i64::from(i.quantity), &currency);
-                        view! { <tr><td>{i.name}</td><td class="num">{i.quantity}</td><td class="num">{line}</td></tr> }
-                    }).collect_view()}
-                </tbody>
-                <tfoot><tr><th>"Total"</th><th></th><th class="num">{format_money(total_cents, &currency)}</th></tr></tfoot>
-            </table>
+        <p>
+            <span class="status" role="status" aria-live="polite" data-testid="order-status">
+                {move || live.status.get().label()}
+            </span>
+        </p>
+        {children()}
+        {pay.map(|Payable { pay_key, key_retention_secs }| view! {
             <Show when=awaiting_payment>
-                <PayForm order_id=id pay_key=pay_key.clone() key_retention_secs live/>
+                <PayForm order_id pay_key=pay_key.clone() key_retention_secs live/>
             </Show>
-            {move || live.fulfillment.get().map(|f| view! { <FulfillmentPanel fulfillment=f/> })}
-            <History history=live.history/>
-            <a href="/orders">"All my orders"</a>
-        </div>
+        })}
+        {move || live.fulfillment.get().map(|f| view! { <FulfillmentPanel fulfillment=f/> })}
+        <History history=live.history/>
     }
 }
 

@@ -115,6 +115,16 @@ impl Events {
     }
 }
 
+/// Whether the site was built with content hashes in its file names: cargo-leptos
+/// (`hash-files`) then writes the names to `hash.txt` beside the server binary, where Leptos
+/// reads them to link the page to its script, bundle and stylesheet.
+fn built_with_hashed_names() -> bool {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("hash.txt")))
+        .is_some_and(|names| names.exists())
+}
+
 /// The smallest lease the heartbeat can keep alive: it renews every third of the lease.
 pub const MIN_LEASE: Duration = Duration::from_millis(300);
 /// A lease longer than this holds a key hostage for too long after its holder dies.
@@ -138,6 +148,10 @@ impl Config {
             .site_pkg_dir(var_or("LEPTOS_SITE_PKG_DIR", "pkg"))
             .site_addr(listen_addr)
             .reload_port(var_or("LEPTOS_RELOAD_PORT", "3001").parse::<u32>()?)
+            .hash_files(match var("LEPTOS_HASH_FILES") {
+                Some(on) => on.parse()?,
+                None => built_with_hashed_names(),
+            })
             .env(
                 match var_or("LEPTOS_ENV", "PROD").to_ascii_lowercase().as_str() {
                     "dev" | "development" => Env::DEV,

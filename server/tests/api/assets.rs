@@ -1,0 +1,96 @@
+//! The built site's `/pkg` files: the copy compressed ahead of time that the browser accepts,
+//! kept for a year when the names carry content hashes, revalidated when they do not, and a
+//! miss never kept.
+
+use std::path::PathBuf;
+
+use crate::helpers::spawn_app_with;
+
+const BUNDLE: &str = "once.0123456789abcdefABCDEF.wasm";
+
+/// A site directory with a bundle and its two copies, each with contents of its own, so an
+/// answer's body tells which file was sent.
+fn site() -> PathBuf {
+    let root = std::env::temp_dir().join(format!("once_site_{}", uuid::Uuid::new_v4().simple()));
+    let pkg = root.join("pkg");
+    std::fs::create_dir_all(&pkg).expect("site directory");
+    for (suffix, contents) in [
+        ("", "raw bundle"),
+        (".br", "brotli copy"),
+        (".gz", "gzip copy"),
+    ] {
+        std::fs::write(pkg.join(format!("{BUNDLE}{suffix}")), contents).expect("site file");
+    }
+    root
+}
+
+async fn get(
+    address: &str,
+    path: &str,
+    encodings: Option<&str>,
+) -> (reqwest::StatusCode, reqwest::header::HeaderMap, String) {
+    let mut request = reqwest::Client::new().get(format!("{address}{path}"));
+    if let Some(accepted) = encodings {
+        request = request.header("accept-encoding", accepted);
+    }
+    let response = request.send().await.expect("answer");
+    let status = response.status();
+    let headers = response.headers().clone();
+    (status, headers, response.text().await.expect("body"))
+}
+
+fn header<'a>(headers: &'a reqwest::header::HeaderMap, name: &str) -> &'a str {
+    headers.get(name).map_or("", |v| v.to_str().unwrap_or(""))
+}
+
+#[tokio::test]
+async fn the_copy_the_browser_accepts_is_sent_and_kept_for_a_year_when_names_are_hashed() {
+    let root = site();
+    let app = spawn_app_with(|config| {
+        config.leptos.site_root = root.to_string_lossy().into();
+        config.leptos.hash_files = true;
+    })
+    .await;
+    let path = format!("/pkg/{BUNDLE}");
+    for (accepted, encoding, body) in [
+        (Some("gzip, deflate, br"), "br", "brotli copy"),
+        (Some("gzip"), "gzip", "gzip copy"),
+        (None, "", "raw bundle"),
+    ] {
+        let (status, headers, sent) = get(&app.address, &path, accepted).await;
+        assert_eq!(status, 200, "{accepted:?}");
+        assert_eq!(sent, body, "{accepted:?}");
+        assert_eq!(
+            header(&headers, "content-encoding"),
+            encoding,
+            "{accepted:?}"
+        );
+        assert_eq!(header(&headers, "content-type"), "application/wasm");
+        assert_eq!(
+            header(&headers, "cache-control"),
+            "public, max-age=31536000, immutable"
+        );
+        assert_eq!(header(&headers, "vary"), "accept-encoding");
+        // A file any cache may keep carries no cookie, and opens no session.
+        assert!(headers.get("set-cookie").is_none(), "{accepted:?}");
+    }
+    // A miss is not kept, or a release's file requested early would stay missing for a year.
+    let (status, headers, _) = get(&app.address, "/pkg/once.gone.wasm", Some("br")).await;
+    assert_eq!(status, 404);
+    assert_eq!(header(&headers, "cache-control"), "private, no-store");
+    std::fs::remove_dir_all(root).ok();
+}
+
+#[tokio::test]
+async fn without_hashed_names_the_browser_asks_each_time() {
+    let root = site();
+    let app = spawn_app_with(|config| {
+        config.leptos.site_root = root.to_string_lossy().into();
+        config.leptos.hash_files = false;
+    })
+    .await;
+    let (status, headers, sent) = get(&app.address, &format!("/pkg/{BUNDLE}"), Some("br")).await;
+    assert_eq!((status.as_u16(), sent.as_str()), (200, "brotli copy"));
+    assert_eq!(header(&headers, "cache-control"), "no-cache");
+    std::fs::remove_dir_all(root).ok();
+}
