@@ -7,7 +7,7 @@ RUN rustup target add wasm32-unknown-unknown \
 WORKDIR /src
 COPY . .
 RUN cargo install wasm-bindgen-cli --version "=$(awk '/^name = "wasm-bindgen"$/{getline; gsub(/version = |"/,""); print; exit}' Cargo.lock)" \
- && cargo leptos build --release --precompress \
+ && cargo leptos build --release --precompress --split \
  && cargo build --release -p provider
 
 FROM debian:bookworm-slim

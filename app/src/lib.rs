@@ -21,7 +21,7 @@ use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
-    ParamSegment, StaticSegment,
+    ParamSegment, SsrMode, StaticSegment,
 };
 
 use components::{form_error::FormError, header::Header};
@@ -62,9 +62,12 @@ pub fn App() -> impl IntoView {
                 <FormError/>
                 <Routes fallback=NotFoundPage>
                     <Route path=StaticSegment("") view=HomePage/>
-                    <Route path=StaticSegment("checkout") view=CheckoutPage/>
+                    // Rendered whole before they are sent, so that the head names what only
+                    // the page's data tells: the chunks of its lazy island, to load alongside
+                    // the bundle, and the order's title (no script replaces it after a load).
+                    <Route path=StaticSegment("checkout") view=CheckoutPage ssr=SsrMode::Async/>
                     <Route path=StaticSegment("orders") view=OrdersPage/>
-                    <Route path=(StaticSegment("orders"), ParamSegment("id")) view=OrderPage/>
+                    <Route path=(StaticSegment("orders"), ParamSegment("id")) view=OrderPage ssr=SsrMode::Async/>
                 </Routes>
             </main>
             <footer class="footer">"Once — every click counts exactly once."</footer>

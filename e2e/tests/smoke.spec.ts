@@ -1,4 +1,4 @@
-import { test, expect, hydrated } from '../support/shop';
+import { test, expect, addToCart, hydrated } from '../support/shop';
 
 test('the catalog is rendered on the server, then the wasm takes over', async ({ page }, testInfo) => {
   // Hold the wasm back so that what we see first is the server-rendered HTML alone.
@@ -34,7 +34,7 @@ test('the catalog is rendered on the server, then the wasm takes over', async ({
   expect(errors).toEqual([]);
 });
 
-test('the bundle is sent compressed under hashed names, and the next page takes it from the cache', async ({ page }) => {
+test('the bundle is sent compressed under hashed names, split by page, and the next page takes it from the cache', async ({ page }) => {
   // Each answer of the server carries an id of its own; a file the browser kept shows the id
   // of the answer it kept.
   const cdp = await page.context().newCDPSession(page);
@@ -44,17 +44,16 @@ test('the bundle is sent compressed under hashed names, and the next page takes 
     const path = new URL(e.response.url).pathname;
     if (!path.startsWith('/pkg/')) return;
     const headers = Object.fromEntries(Object.entries(e.response.headers).map(([k, v]) => [k.toLowerCase(), String(v)]));
-    fetched.set(path, {
-      encoding: headers['content-encoding'] ?? '',
-      answer: headers['x-request-id'] ?? '',
-    });
+    fetched.set(path, { encoding: headers['content-encoding'] ?? '', answer: headers['x-request-id'] ?? '' });
   });
   await page.goto('/');
   await hydrated(page);
   const first = new Map(fetched);
-  expect([...first.keys()].map((p) => p.split('.').pop()).sort()).toEqual(['css', 'js', 'wasm']);
+  // The stylesheet, the script, the loader of the split parts, and the shared bundle alone:
+  // none of the checkout's or the order page's code.
+  const names = [...first.keys()].map((p) => p.replace(/\.[A-Za-z0-9_-]{20,}\./, '.HASH.')).sort();
+  expect(names).toEqual(['/pkg/__wasm_split.HASH.js', '/pkg/once.HASH.css', '/pkg/once.HASH.js', '/pkg/once.HASH.wasm']);
   for (const [path, { encoding, answer }] of first) {
-    expect(path).toMatch(/^\/pkg\/once\.[A-Za-z0-9_-]{20,}\.(css|js|wasm)$/);
     expect(encoding, path).toBe('br');
     expect(answer, path).not.toBe('');
   }
@@ -65,4 +64,14 @@ test('the bundle is sent compressed under hashed names, and the next page takes 
   await hydrated(page);
   expect([...fetched.keys()].sort()).toEqual([...first.keys()].sort());
   for (const [path, { answer }] of fetched) expect(answer, path).toBe(first.get(path)!.answer);
+
+  // The checkout adds the parts of its own island, and takes the rest from the cache.
+  await addToCart(page, 'MUG-001');
+  fetched.clear();
+  await page.goto('/checkout');
+  await hydrated(page);
+  const added = [...fetched.keys()].filter((p) => !first.has(p));
+  expect(added.some((p) => p.startsWith('/pkg/split_checkout_panel'))).toBe(true);
+  for (const path of added) expect(fetched.get(path)!.encoding, path).toBe('br');
+  for (const [path, { answer }] of fetched) if (first.has(path)) expect(answer, path).toBe(first.get(path)!.answer);
 });

@@ -56,7 +56,7 @@ fn messages() -> Messages {
 /// The cart editor and the checkout form: the checkout page's island. Every change of the
 /// cart gives it a new key, so after each change the cart and its key are read afresh and
 /// the form starts over with them.
-#[island]
+#[island(lazy)]
 fn CheckoutPanel(checkout: Checkout) -> impl IntoView {
     let edit = ServerAction::<SetCartQuantity>::new();
     provide_context(edit);

@@ -107,7 +107,7 @@ struct Live {
 /// The order page's island: its status, the payment form while it awaits payment, its
 /// shipment and its history, which change as the payment settles. The lines between
 /// (`children`) stay server-rendered.
-#[island]
+#[island(lazy)]
 fn OrderLive(
     order_id: Uuid,
     status: OrderStatus,
