@@ -4,5 +4,6 @@ pub mod cart_lines;
 pub mod form_error;
 pub mod header;
 pub mod live;
+pub mod preload;
 pub mod status_line;
 pub mod stepper;

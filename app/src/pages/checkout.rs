@@ -8,6 +8,7 @@ use crate::{
         cart_count::announce,
         cart_lines::CartLines,
         live::mark_live,
+        preload::PreloadLazyIsland,
         status_line::{Notice, StatusLine},
     },
     messages, query,
@@ -33,6 +34,7 @@ pub fn CheckoutPage() -> impl IntoView {
     };
     view! {
         <Title text="Your cart · Once"/>
+        <PreloadLazyIsland island="checkout_panel_loader_"/>
         <h1 tabindex="-1">"Your cart"</h1>
         {move || problem().map(|p| view! { <p class="error" role="alert">{p}</p> })}
         <Suspense fallback=|| view! { <p class="loading">"Loading your cart…"</p> }>

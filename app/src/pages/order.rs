@@ -5,7 +5,7 @@ use uuid::Uuid;
 
 use crate::{
     api::{get_order, get_order_progress},
-    components::{live::mark_live, status_line::StatusLine},
+    components::{live::mark_live, preload::PreloadLazyIsland, status_line::StatusLine},
 };
 use domain::{
     format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
@@ -69,6 +69,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
     });
     view! {
         <Title text=format!("Order {order_no} · Once")/>
+        <PreloadLazyIsland island="order_live_loader_"/>
         <div class="panel order">
             <h1 tabindex="-1">"Order " <span data-testid="order-no">{order_no.clone()}</span></h1>
             <p class="meta">"Placed " <time datetime=created_at.clone()>{format_time(&created_at)}</time></p>
