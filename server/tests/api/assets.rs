@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::helpers::spawn_app_with;
+use crate::helpers::{spawn_app_with, TestApp};
 
 const BUNDLE: &str = "once.0123456789abcdefABCDEF.wasm";
 
@@ -22,6 +22,17 @@ fn site() -> PathBuf {
         std::fs::write(pkg.join(format!("{BUNDLE}{suffix}")), contents).expect("site file");
     }
     root
+}
+
+/// The shop serving [`site`], with hashed names or not.
+async fn serving_site(hashed_names: bool) -> (TestApp, PathBuf) {
+    let root = site();
+    let app = spawn_app_with(|config| {
+        config.leptos.site_root = root.to_string_lossy().into();
+        config.leptos.hash_files = hashed_names;
+    })
+    .await;
+    (app, root)
 }
 
 async fn get(
@@ -45,12 +56,7 @@ fn header<'a>(headers: &'a reqwest::header::HeaderMap, name: &str) -> &'a str {
 
 #[tokio::test]
 async fn the_copy_the_browser_accepts_is_sent_and_kept_for_a_year_when_names_are_hashed() {
-    let root = site();
-    let app = spawn_app_with(|config| {
-        config.leptos.site_root = root.to_string_lossy().into();
-        config.leptos.hash_files = true;
-    })
-    .await;
+    let (app, root) = serving_site(true).await;
     let path = format!("/pkg/{BUNDLE}");
     for (accepted, encoding, body) in [
         (Some("gzip, deflate, br"), "br", "brotli copy"),
@@ -83,12 +89,7 @@ async fn the_copy_the_browser_accepts_is_sent_and_kept_for_a_year_when_names_are
 
 #[tokio::test]
 async fn without_hashed_names_the_browser_asks_each_time() {
-    let root = site();
-    let app = spawn_app_with(|config| {
-        config.leptos.site_root = root.to_string_lossy().into();
-        config.leptos.hash_files = false;
-    })
-    .await;
+    let (app, root) = serving_site(false).await;
     let (status, headers, sent) = get(&app.address, &format!("/pkg/{BUNDLE}"), Some("br")).await;
     assert_eq!((status.as_u16(), sent.as_str()), (200, "brotli copy"));
     assert_eq!(header(&headers, "cache-control"), "no-cache");
