@@ -1,44 +1,71 @@
 //! The built site's script, bundle and stylesheet under `/pkg`, sent compressed ahead of time:
 //! the release build writes a brotli and a gzip copy of every file (`cargo leptos build
-//! --release --precompress`), and the copy the browser accepts is sent as it is, so no
-//! request spends CPU compressing. A file without copies (a debug build) is sent plain.
+//! --release --precompress --split`), and the copy the browser accepts is sent as it is, so
+//! no request spends CPU compressing. A file without copies (a debug build) is sent plain.
 //!
-//! With content hashes in the names (`hash-files`), a name never changes its content: the
-//! browser keeps the files for a year without asking again, and a new release is new names.
-//! Without hashes, the browser asks each time whether its copy is current.
+//! A file whose name carries the hash of its content never changes under that name: the
+//! browser keeps it for a year without asking again, and a new release is new names. That is
+//! checked, file by file, when the server starts, because the build does not always keep it:
+//! with a split bundle, the script and the bundle are named before the name of the split
+//! parts' loader is written into them, so a release that changes only a split part changes
+//! them under their old names. Such a file, and every file of a build without hashed names,
+//! is sent with `no-cache`: the browser asks each time whether its copy is current.
 
-use std::path::Path;
+use std::{
+    collections::HashSet,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use axum::{
+    extract::Request,
     http::{header, HeaderValue, StatusCode},
-    response::Response,
+    middleware::Next,
+    response::{IntoResponse, Response},
     Router,
 };
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use leptos::prelude::LeptosOptions;
+use md5::{Digest, Md5};
 use tower_http::services::ServeDir;
+
+use crate::config::beside_binary;
 
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const REVALIDATE: &str = "no-cache";
+/// Longer than any name the build writes; a longer one is a miss, not a file system error.
+const MAX_NAME: usize = 255;
 
 /// `/pkg/*` from the site's directory, each answer marked with how long it may be kept.
 pub fn router<S: Clone + Send + Sync + 'static>(options: &LeptosOptions) -> Router<S> {
     let dir = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
+    let kept = Arc::new(if options.hash_files {
+        named_by_content(&dir)
+    } else {
+        HashSet::new()
+    });
+    report_missing(options, &dir);
     let files = ServeDir::new(dir).precompressed_br().precompressed_gzip();
-    let keep = if options.hash_files {
+    Router::new()
+        .nest_service(&format!("/{}", options.site_pkg_dir), files)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            caching(kept.clone(), request, next)
+        }))
+}
+
+/// A file found (or still current) may be kept as its name allows, by a cache that tells the
+/// encodings apart. A miss is left to `headers::protective`, which forbids keeping it.
+async fn caching(kept: Arc<HashSet<String>>, request: Request, next: Next) -> Response {
+    let name = request.uri().path().rsplit('/').next().unwrap_or("");
+    if name.len() > MAX_NAME || request.uri().path().len() > 4 * MAX_NAME {
+        return (StatusCode::NOT_FOUND, "no such file").into_response();
+    }
+    let keep = if kept.contains(name) {
         IMMUTABLE
     } else {
         REVALIDATE
     };
-    Router::new()
-        .nest_service(&format!("/{}", options.site_pkg_dir), files)
-        .layer(axum::middleware::map_response(move |response| {
-            caching(response, keep)
-        }))
-}
-
-/// A file found (or still current) may be kept as `keep` says, by a cache that tells the
-/// encodings apart. A miss is left to `headers::protective`, which forbids keeping it.
-async fn caching(mut response: Response, keep: &'static str) -> Response {
+    let mut response = next.run(request).await;
     let found = response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED;
     if found {
         let headers = response.headers_mut();
@@ -46,4 +73,74 @@ async fn caching(mut response: Response, keep: &'static str) -> Response {
         headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
     }
     response
+}
+
+/// The names in `dir` of the form `stem.HASH.ext` whose HASH is the build's hash of the
+/// file's content (MD5, base64url without padding, as cargo-leptos writes it).
+fn named_by_content(dir: &Path) -> HashSet<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return HashSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| {
+            let parts: Vec<&str> = name.rsplitn(3, '.').collect();
+            match (parts.as_slice(), std::fs::read(dir.join(name))) {
+                ([_ext, hash, _stem], Ok(content)) => {
+                    *hash == URL_SAFE_NO_PAD.encode(Md5::digest(&content))
+                }
+                _ => false,
+            }
+        })
+        .collect()
+}
+
+/// Says so, loudly, when the files the pages link to are not in the site: the pages would
+/// come without their stylesheet and nothing would hydrate. (Tests run without a built site.)
+fn report_missing(options: &LeptosOptions, dir: &Path) {
+    let missing: Vec<PathBuf> = linked_names(options)
+        .into_iter()
+        .map(|name| dir.join(name))
+        .filter(|path| !path.exists())
+        .collect();
+    if !missing.is_empty() {
+        tracing::error!(
+            ?missing,
+            "the pages link files the site does not have: build it with `cargo leptos build \
+             --release --precompress --split` and keep hash.txt beside the server binary"
+        );
+    }
+}
+
+/// The script, bundle and stylesheet the pages link to, named as Leptos names them.
+fn linked_names(options: &LeptosOptions) -> Vec<String> {
+    let output = &*options.output_name;
+    let hashes = options
+        .hash_files
+        .then(|| std::fs::read_to_string(beside_binary(&options.hash_file)?).ok())
+        .flatten()
+        .unwrap_or_default();
+    let hashed = |kind: &str| {
+        hashes.lines().find_map(|line| {
+            let (file, hash) = line.split_once(':')?;
+            (file.trim() == kind).then(|| hash.trim().to_owned())
+        })
+    };
+    match (hashed("js"), hashed("wasm"), hashed("css")) {
+        (Some(js), Some(wasm), Some(css)) => vec![
+            format!("{output}.{js}.js"),
+            format!("{output}.{wasm}.wasm"),
+            format!("{output}.{css}.css"),
+        ],
+        // Leptos adds `_bg` to the bundle's name unless cargo-leptos built the server.
+        _ => vec![
+            format!("{output}.js"),
+            match option_env!("LEPTOS_OUTPUT_NAME") {
+                Some(_) => format!("{output}.wasm"),
+                None => format!("{output}_bg.wasm"),
+            },
+            format!("{output}.css"),
+        ],
+    }
 }

@@ -57,26 +57,48 @@ fn messages() -> Messages {
 
 /// The cart editor and the checkout form: the checkout page's island. Every change of the
 /// cart gives it a new key, so after each change the cart and its key are read afresh and
-/// the form starts over with them.
+/// the form starts over with them. Until the read after the latest change has come back, the
+/// cart on the screen and its key are out of date: ordering waits, and an older read that
+/// comes back later is dropped.
 #[island(lazy)]
 fn CheckoutPanel(checkout: Checkout) -> impl IntoView {
     let edit = ServerAction::<SetCartQuantity>::new();
     provide_context(edit);
     let current = RwSignal::new(checkout);
+    let reread = Reread {
+        pending: RwSignal::new(false),
+        latest: StoredValue::new(0),
+    };
+    provide_context(reread);
     Effect::watch(
         move || edit.version().get(),
         move |_, _, _| {
+            let this = reread.latest.get_value() + 1;
+            reread.latest.set_value(this);
+            reread.pending.set(true);
             leptos::task::spawn_local(async move {
-                if let Ok(checkout) = get_checkout().await {
+                let read = get_checkout().await;
+                if reread.latest.try_get_value() != Some(this) {
+                    return;
+                }
+                if let Ok(checkout) = read {
                     announce(checkout.cart.item_count());
                     current.try_set(checkout);
                 }
+                reread.pending.try_set(false);
             })
         },
         false,
     );
     mark_live();
     move || view! { <CheckoutForm checkout=current.get()/> }
+}
+
+/// The cart's read after a change: whether one is on its way, and the number of the latest.
+#[derive(Clone, Copy)]
+struct Reread {
+    pending: RwSignal<bool>,
+    latest: StoredValue<u64>,
 }
 
 #[component]
@@ -110,14 +132,17 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         },
     );
     let empty = cart.lines.is_empty();
-    // The cart is being changed: its key is about to change too, so no order meanwhile.
+    // The cart is being changed, or read back after a change: its key is about to change
+    // too, so no order meanwhile.
     let edit = expect_context::<ServerAction<SetCartQuantity>>();
-    let locked = move || submit.busy.get() || edit.pending().get();
+    let reread = expect_context::<Reread>();
+    let changing = move || edit.pending().get() || reread.pending.get();
+    let locked = move || submit.busy.get() || changing();
     // The server builds the order from the cart it holds, under the cart's key: a page
     // showing an older cart cannot order it (see `POST /api/checkout`).
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        if edit.pending().get_untracked() {
+        if untrack(changing) {
             // The cart on the screen is about to change: the shopper orders what they see.
             let wait =
                 "Your cart is being updated. Place the order once it shows the new quantities.";

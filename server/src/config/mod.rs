@@ -117,12 +117,27 @@ impl Events {
 
 /// Whether the site was built with content hashes in its file names: cargo-leptos
 /// (`hash-files`) then writes the names to `hash.txt` beside the server binary, where Leptos
-/// reads them to link the page to its script, bundle and stylesheet.
-fn built_with_hashed_names() -> bool {
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| Some(exe.parent()?.join("hash.txt")))
-        .is_some_and(|names| names.exists())
+/// reads them to link the pages to the script, bundle and stylesheet. `LEPTOS_HASH_FILES`
+/// says so explicitly; `true` without the file is refused (every page would fail).
+fn hashed_names(setting: Option<String>) -> anyhow::Result<bool> {
+    let names = beside_binary(HASH_FILE).is_some_and(|names| names.exists());
+    match setting.map(|on| on.parse::<bool>()).transpose()? {
+        Some(true) if !names => {
+            anyhow::bail!(
+                "LEPTOS_HASH_FILES=true, but there is no {HASH_FILE} beside the server binary"
+            )
+        }
+        Some(on) => Ok(on),
+        None => Ok(names),
+    }
+}
+
+/// The file cargo-leptos writes the hashed names to (Leptos's default name for it).
+const HASH_FILE: &str = "hash.txt";
+
+/// `name` in the directory of the running binary.
+pub fn beside_binary(name: &str) -> Option<std::path::PathBuf> {
+    Some(std::env::current_exe().ok()?.parent()?.join(name))
 }
 
 /// The smallest lease the heartbeat can keep alive: it renews every third of the lease.
@@ -148,10 +163,7 @@ impl Config {
             .site_pkg_dir(var_or("LEPTOS_SITE_PKG_DIR", "pkg"))
             .site_addr(listen_addr)
             .reload_port(var_or("LEPTOS_RELOAD_PORT", "3001").parse::<u32>()?)
-            .hash_files(match var("LEPTOS_HASH_FILES") {
-                Some(on) => on.parse()?,
-                None => built_with_hashed_names(),
-            })
+            .hash_files(hashed_names(var("LEPTOS_HASH_FILES"))?)
             .env(
                 match var_or("LEPTOS_ENV", "PROD").to_ascii_lowercase().as_str() {
                     "dev" | "development" => Env::DEV,

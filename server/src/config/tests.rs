@@ -126,3 +126,16 @@ fn unbounded_or_inconsistent_database_waits_are_refused() {
     assert!(refusal(&[("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS", "5000")])
         .contains("DB_IDLE_IN_TRANSACTION_TIMEOUT_MS"));
 }
+
+#[test]
+fn hashed_names_follow_hash_txt_unless_set_and_true_without_it_is_refused() {
+    // The test binary has no hash.txt beside it.
+    assert!(!config(&[]).unwrap().leptos.hash_files);
+    assert!(
+        !config(&[("LEPTOS_HASH_FILES", "false")])
+            .unwrap()
+            .leptos
+            .hash_files
+    );
+    assert!(refusal(&[("LEPTOS_HASH_FILES", "true")]).contains("hash.txt"));
+}

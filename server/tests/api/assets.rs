@@ -1,15 +1,19 @@
 //! The built site's `/pkg` files: the copy compressed ahead of time that the browser accepts,
-//! kept for a year when the names carry content hashes, revalidated when they do not, and a
-//! miss never kept.
+//! kept for a year when its name is its content's hash, revalidated when it is not (or names
+//! carry no hashes), and a miss never kept.
 
 use std::path::PathBuf;
 
 use crate::helpers::{spawn_app_with, TestApp};
 
-const BUNDLE: &str = "once.0123456789abcdefABCDEF.wasm";
+/// Named by its content, "raw bundle" (MD5, base64url without padding, as the build names).
+const BUNDLE: &str = "once.H27bkvM0B3LMhnD2J2r3GQ.wasm";
+/// Named like a hashed file, but the hash is not its content's: a file the build changed
+/// after naming it.
+const RENAMED: &str = "once.0123456789abcdefABCDEF.js";
 
 /// A site directory with a bundle and its two copies, each with contents of its own, so an
-/// answer's body tells which file was sent.
+/// answer's body tells which file was sent, and a file whose name lies.
 fn site() -> PathBuf {
     let root = std::env::temp_dir().join(format!("once_site_{}", uuid::Uuid::new_v4().simple()));
     let pkg = root.join("pkg");
@@ -21,6 +25,7 @@ fn site() -> PathBuf {
     ] {
         std::fs::write(pkg.join(format!("{BUNDLE}{suffix}")), contents).expect("site file");
     }
+    std::fs::write(pkg.join(RENAMED), "changed after it was named").expect("site file");
     root
 }
 
@@ -80,10 +85,18 @@ async fn the_copy_the_browser_accepts_is_sent_and_kept_for_a_year_when_names_are
         // A file any cache may keep carries no cookie, and opens no session.
         assert!(headers.get("set-cookie").is_none(), "{accepted:?}");
     }
-    // A miss is not kept, or a release's file requested early would stay missing for a year.
-    let (status, headers, _) = get(&app.address, "/pkg/once.gone.wasm", Some("br")).await;
-    assert_eq!(status, 404);
-    assert_eq!(header(&headers, "cache-control"), "private, no-store");
+    // A file whose name is not its content's hash may change under it: asked again each time.
+    let (status, headers, _) = get(&app.address, &format!("/pkg/{RENAMED}"), None).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "cache-control"), "no-cache");
+    // A miss is not kept, or a release's file requested early would stay missing for a year;
+    // nor is a name longer than any file's, which is a miss too, not a failure of ours.
+    let long = format!("/pkg/{}.wasm", "a".repeat(300));
+    for missing in ["/pkg/once.gone.wasm", long.as_str()] {
+        let (status, headers, _) = get(&app.address, missing, Some("br")).await;
+        assert_eq!(status, 404, "{missing}");
+        assert_eq!(header(&headers, "cache-control"), "private, no-store");
+    }
     std::fs::remove_dir_all(root).ok();
 }
 
