@@ -325,6 +325,37 @@ test('the cart can be edited, and an out-of-stock cart fixed and ordered', async
   expect(placed[0].items.map((i: any) => [i.sku, i.quantity])).toEqual([['MUG-001', 1], ['LAMP-008', 1]]);
 });
 
+test('ordering waits for the cart read back after a change: its new key, never the old one', async ({ page }) => {
+  await addToCart(page, 'MUG-001', 1);
+  await page.goto('/checkout');
+  await hydrated(page);
+  const posts = recordPosts(page, PLACE_ORDER_PATH);
+  // The read after the change is held: the page knows the change was made, not its new key.
+  let releaseRead!: () => void;
+  const readHeld = new Promise<void>((resolve) => (releaseRead = resolve));
+  await page.route('**/_fn/get_checkout', async (route) => {
+    await readHeld;
+    await route.continue();
+  });
+  await page.getByLabel('Quantity of Stoneware mug').fill('2');
+  await page.locator('tr[data-sku="MUG-001"]').getByRole('button', { name: 'Update' }).click();
+  await expect.poll(async () => (await cart(page)).lines[0]?.quantity).toBe(2);
+  // The button says it is locked (aria-disabled); a shopper who clicks anyway is told why.
+  await expect(page.getByRole('button', PLACE_ORDER)).toHaveAttribute('aria-disabled', 'true');
+  await page.getByRole('button', PLACE_ORDER).click({ force: true });
+  await expect(page.getByTestId('submit-status')).toContainText('Your cart is being updated');
+  expect(posts).toEqual([]);
+
+  releaseRead();
+  await expect(page.getByRole('button', PLACE_ORDER)).toHaveAttribute('aria-disabled', 'false');
+  await page.getByRole('button', PLACE_ORDER).click();
+  await expect(page).toHaveURL(ORDER_URL);
+  expect(posts).toHaveLength(1);
+  const placed = await orders(page);
+  expect(placed).toHaveLength(1);
+  expect(placed[0].items.map((i: any) => [i.sku, i.quantity])).toEqual([['MUG-001', 2]]);
+});
+
 test('without wasm, a refused cart change comes back to the page with the reason', async ({ page }) => {
   await addToCart(page, 'MUG-001', 2);
   await page.route('**/pkg/*.wasm', () => {});
