@@ -76,7 +76,9 @@ async fn caching(kept: Arc<HashSet<String>>, request: Request, next: Next) -> Re
 }
 
 /// The names in `dir` of the form `stem.HASH.ext` whose HASH is the build's hash of the
-/// file's content (MD5, base64url without padding, as cargo-leptos writes it).
+/// file's content (MD5, base64url without padding, as cargo-leptos writes it). Only files
+/// whose name has a part of that shape are read; their brotli and gzip copies never are (a
+/// request names the file, and the copy sent shares its name's verdict).
 fn named_by_content(dir: &Path) -> HashSet<String> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return HashSet::new();
@@ -84,17 +86,16 @@ fn named_by_content(dir: &Path) -> HashSet<String> {
     entries
         .flatten()
         .filter_map(|entry| entry.file_name().into_string().ok())
-        .filter(|name| {
-            let parts: Vec<&str> = name.rsplitn(3, '.').collect();
-            match (parts.as_slice(), std::fs::read(dir.join(name))) {
-                ([_ext, hash, _stem], Ok(content)) => {
-                    *hash == URL_SAFE_NO_PAD.encode(Md5::digest(&content))
-                }
-                _ => false,
-            }
+        .filter(|name| match name.rsplitn(3, '.').collect::<Vec<_>>()[..] {
+            [_ext, hash, _stem] if hash.len() == HASH_LEN => std::fs::read(dir.join(name))
+                .is_ok_and(|content| hash == URL_SAFE_NO_PAD.encode(Md5::digest(&content))),
+            _ => false,
         })
         .collect()
 }
+
+/// An MD5 digest in base64url without padding.
+const HASH_LEN: usize = 22;
 
 /// Says so, loudly, when the files the pages link to are not in the site: the pages would
 /// come without their stylesheet and nothing would hydrate. (Tests run without a built site.)

@@ -24,16 +24,15 @@ pub fn PreloadLazyIsland(island: &'static str) -> impl IntoView {
 
 #[cfg(feature = "ssr")]
 mod names {
-    use std::{collections::HashSet, sync::Mutex};
+    use std::{collections::BTreeSet, sync::Mutex};
 
-    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    static NAMES: Mutex<BTreeSet<&'static str>> = Mutex::new(BTreeSet::new());
 
     /// The `'static` name Leptos wants, made once per name of the manifest (a handful).
     pub fn interned(name: &str) -> &'static str {
         let mut names = NAMES
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let names = names.get_or_insert_with(HashSet::new);
         match names.get(name) {
             Some(known) => known,
             None => {
