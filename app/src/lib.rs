@@ -16,9 +16,11 @@ mod components;
 pub mod messages;
 mod pages;
 pub mod query;
+#[cfg(feature = "ssr")]
+pub mod site_files;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, HashedStylesheet, MetaTags, Title};
+use leptos_meta::{provide_meta_context, Title};
 use leptos_router::{
     components::{Route, Router, Routes},
     ParamSegment, SsrMode, StaticSegment,
@@ -30,8 +32,14 @@ use pages::{
     orders::OrdersPage,
 };
 
-/// The HTML document around the app; rendered on the server only.
+/// The HTML document around the app; rendered on the server only. Its stylesheet is named
+/// by the [`site_files::SiteFiles`] the server provides (read once at start, and shared with
+/// the operator console), or read from the build's names when none was provided.
+#[cfg(feature = "ssr")]
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    let stylesheet = use_context::<site_files::SiteFiles>()
+        .unwrap_or_else(|| site_files::SiteFiles::of(&options))
+        .stylesheet_href();
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -40,9 +48,9 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <link rel="icon" type="image/svg+xml" href="/favicon.svg"/>
                 <AutoReload options=options.clone()/>
-                <HashedStylesheet options=options.clone() id="leptos"/>
+                <link rel="stylesheet" id="leptos" href=stylesheet/>
                 <HydrationScripts options islands=true/>
-                <MetaTags/>
+                <leptos_meta::MetaTags/>
             </head>
             <body>
                 <App/>

@@ -11,12 +11,9 @@
 //! them under their old names. Such a file, and every file of a build without hashed names,
 //! is sent with `no-cache`: the browser asks each time whether its copy is current.
 
-use std::{
-    collections::HashSet,
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::{collections::HashSet, path::Path, sync::Arc};
 
+use app::site_files::SiteFiles;
 use axum::{
     extract::Request,
     http::{header, HeaderValue, StatusCode},
@@ -29,22 +26,24 @@ use leptos::prelude::LeptosOptions;
 use md5::{Digest, Md5};
 use tower_http::services::ServeDir;
 
-use crate::config::beside_binary;
-
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const REVALIDATE: &str = "no-cache";
 /// Longer than any name the build writes; a longer one is a miss, not a file system error.
 const MAX_NAME: usize = 255;
 
-/// `/pkg/*` from the site's directory, each answer marked with how long it may be kept.
-pub fn router<S: Clone + Send + Sync + 'static>(options: &LeptosOptions) -> Router<S> {
+/// `/pkg/*` from the site's directory, each answer marked with how long it may be kept; the
+/// files the pages link (`site`) are checked for first.
+pub fn router<S: Clone + Send + Sync + 'static>(
+    options: &LeptosOptions,
+    site: &SiteFiles,
+) -> Router<S> {
     let dir = Path::new(&*options.site_root).join(&*options.site_pkg_dir);
     let kept = Arc::new(if options.hash_files {
         named_by_content(&dir)
     } else {
         HashSet::new()
     });
-    report_missing(options, &dir);
+    report_missing(options, site);
     let files = ServeDir::new(dir).precompressed_br().precompressed_gzip();
     Router::new()
         .nest_service(&format!("/{}", options.site_pkg_dir), files)
@@ -99,12 +98,8 @@ const HASH_LEN: usize = 22;
 
 /// Says so, loudly, when the files the pages link to are not in the site: the pages would
 /// come without their stylesheet and nothing would hydrate. (Tests run without a built site.)
-fn report_missing(options: &LeptosOptions, dir: &Path) {
-    let missing: Vec<PathBuf> = linked_names(options)
-        .into_iter()
-        .map(|name| dir.join(name))
-        .filter(|path| !path.exists())
-        .collect();
+fn report_missing(options: &LeptosOptions, site: &SiteFiles) {
+    let missing = site.missing(options);
     if !missing.is_empty() {
         tracing::error!(
             ?missing,
@@ -114,34 +109,46 @@ fn report_missing(options: &LeptosOptions, dir: &Path) {
     }
 }
 
-/// The script, bundle and stylesheet the pages link to, named as Leptos names them.
-fn linked_names(options: &LeptosOptions) -> Vec<String> {
-    let output = &*options.output_name;
-    let hashes = options
-        .hash_files
-        .then(|| std::fs::read_to_string(beside_binary(&options.hash_file)?).ok())
-        .flatten()
-        .unwrap_or_default();
-    let hashed = |kind: &str| {
-        hashes.lines().find_map(|line| {
-            let (file, hash) = line.split_once(':')?;
-            (file.trim() == kind).then(|| hash.trim().to_owned())
-        })
-    };
-    match (hashed("js"), hashed("wasm"), hashed("css")) {
-        (Some(js), Some(wasm), Some(css)) => vec![
-            format!("{output}.{js}.js"),
-            format!("{output}.{wasm}.wasm"),
-            format!("{output}.{css}.css"),
-        ],
-        // Leptos adds `_bg` to the bundle's name unless cargo-leptos built the server.
-        _ => vec![
-            format!("{output}.js"),
-            match option_env!("LEPTOS_OUTPUT_NAME") {
-                Some(_) => format!("{output}.wasm"),
-                None => format!("{output}_bg.wasm"),
-            },
-            format!("{output}.css"),
-        ],
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    /// Every file of `dir` and below, with its text.
+    fn texts(dir: &Path) -> Vec<(String, String)> {
+        let mut found = vec![];
+        for entry in std::fs::read_dir(dir)
+            .expect("a source directory")
+            .flatten()
+        {
+            let path = entry.path();
+            if path.is_dir() {
+                found.extend(texts(&path));
+            } else if let Ok(text) = std::fs::read_to_string(&path) {
+                found.push((path.display().to_string(), text));
+            }
+        }
+        found
+    }
+
+    /// The start-up check covers what `SiteFiles` names; so every page and template must
+    /// link the site's files through it, never by an address written by hand (the console's
+    /// stylesheet once was, and its hashed build answered 404).
+    #[test]
+    fn no_page_or_template_names_a_site_file_by_hand() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let sources = [root.join("templates"), root.join("../app/src")];
+        let by_hand: Vec<String> = sources
+            .iter()
+            .flat_map(|dir| texts(dir))
+            // The one module that names them, whose tests spell out what it names.
+            .filter(|(path, _)| !path.ends_with("site_files.rs"))
+            .filter(|(_, text)| {
+                ["\"/pkg/", "'/pkg/", "=/pkg/"]
+                    .iter()
+                    .any(|a| text.contains(a))
+            })
+            .map(|(path, _)| path)
+            .collect();
+        assert!(by_hand.is_empty(), "{by_hand:?} link a /pkg file by hand");
     }
 }

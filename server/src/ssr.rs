@@ -27,20 +27,28 @@ pub fn router(state: &AppState) -> Router<AppState> {
         cart_adds_per_hour: state.config.limits.cart_adds_per_hour,
     }));
     let options = (*state.leptos).clone();
+    let site = (*state.site).clone();
+    let page_context = move || {
+        provide_context(site.clone());
+        provide_request_nonce();
+    };
     Router::new()
         .leptos_routes_with_context(
             state,
             generate_route_list(App),
-            move || {
-                provide_context(backend.clone());
-                provide_request_nonce();
+            {
+                let page_context = page_context.clone();
+                move || {
+                    provide_context(backend.clone());
+                    page_context();
+                }
             },
             move || shell(options.clone()),
         )
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,
-        >(provide_request_nonce, shell))
+        >(page_context, shell))
         .layer(axum::middleware::from_fn(page_deadline::rerender_stalled))
         .layer(axum::middleware::from_fn_with_state(
             refusals::ServerFnBodyLimit(state.config.max_body_bytes),

@@ -18,6 +18,7 @@ use tower_http::{
     trace::TraceLayer,
 };
 
+use app::site_files::SiteFiles;
 use once_core::FingerprintKeys;
 use once_events::bus;
 use tokio_util::sync::CancellationToken;
@@ -66,6 +67,7 @@ impl Application {
             repeats,
             db,
             leptos: Arc::new(config.leptos.clone()),
+            site: Arc::new(SiteFiles::of(&config.leptos)),
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
             provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
@@ -202,7 +204,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .route("/healthz", get(health::healthz))
         // Outside the shop's sessions: a file every shopper shares, and any cache may keep,
         // never opens a session nor carries a cookie.
-        .merge(assets::router(&state.leptos))
+        .merge(assets::router(&state.leptos, &state.site))
         .merge(console)
         .merge(metrics)
         .merge(openapi::router(document))

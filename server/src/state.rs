@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use app::site_files::SiteFiles;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 use once_core::FingerprintKeys;
@@ -27,6 +28,9 @@ pub struct AppState {
     pub config: Arc<Config>,
     #[from_ref(skip)]
     pub leptos: Arc<LeptosOptions>,
+    /// The names of the site's files that pages link, read once at start: the shop's pages
+    /// and the console's link the same stylesheet (`app::site_files`).
+    pub site: Arc<SiteFiles>,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
     pub provider: ProviderClient,

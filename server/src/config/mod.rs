@@ -3,6 +3,7 @@
 
 use std::{net::SocketAddr, time::Duration};
 
+use app::site_files::beside_binary;
 use leptos::config::{Env, LeptosOptions};
 
 mod limits;
@@ -119,12 +120,12 @@ impl Events {
 /// (`hash-files`) then writes the names to `hash.txt` beside the server binary, where Leptos
 /// reads them to link the pages to the script, bundle and stylesheet. `LEPTOS_HASH_FILES`
 /// says so explicitly; `true` without the file is refused (every page would fail).
-fn hashed_names(setting: Option<String>) -> anyhow::Result<bool> {
-    let names = beside_binary(HASH_FILE).is_some_and(|names| names.exists());
+fn hashed_names(setting: Option<String>, hash_file: &str) -> anyhow::Result<bool> {
+    let names = beside_binary(hash_file).is_some_and(|names| names.exists());
     match setting.map(|on| on.parse::<bool>()).transpose()? {
         Some(true) if !names => {
             anyhow::bail!(
-                "LEPTOS_HASH_FILES=true, but there is no {HASH_FILE} beside the server binary"
+                "LEPTOS_HASH_FILES=true, but there is no {hash_file} beside the server binary"
             )
         }
         Some(on) => Ok(on),
@@ -134,11 +135,6 @@ fn hashed_names(setting: Option<String>) -> anyhow::Result<bool> {
 
 /// The file cargo-leptos writes the hashed names to (Leptos's default name for it).
 const HASH_FILE: &str = "hash.txt";
-
-/// `name` in the directory of the running binary.
-pub fn beside_binary(name: &str) -> Option<std::path::PathBuf> {
-    Some(std::env::current_exe().ok()?.parent()?.join(name))
-}
 
 /// The smallest lease the heartbeat can keep alive: it renews every third of the lease.
 pub const MIN_LEASE: Duration = Duration::from_millis(300);
@@ -157,13 +153,16 @@ impl Config {
             Ok(Duration::from_millis(var_or(name, default).parse()?))
         };
         let listen_addr: SocketAddr = var_or("LEPTOS_SITE_ADDR", "127.0.0.1:3000").parse()?;
+        // cargo-leptos names it when it runs the server (`cargo leptos watch`, `serve`).
+        let hash_file = var_or("LEPTOS_HASH_FILE_NAME", HASH_FILE);
         let leptos = LeptosOptions::builder()
             .output_name(var_or("LEPTOS_OUTPUT_NAME", "once"))
             .site_root(var_or("LEPTOS_SITE_ROOT", "target/site"))
             .site_pkg_dir(var_or("LEPTOS_SITE_PKG_DIR", "pkg"))
             .site_addr(listen_addr)
             .reload_port(var_or("LEPTOS_RELOAD_PORT", "3001").parse::<u32>()?)
-            .hash_files(hashed_names(var("LEPTOS_HASH_FILES"))?)
+            .hash_file(std::sync::Arc::from(&*hash_file))
+            .hash_files(hashed_names(var("LEPTOS_HASH_FILES"), &hash_file)?)
             .env(
                 match var_or("LEPTOS_ENV", "PROD").to_ascii_lowercase().as_str() {
                     "dev" | "development" => Env::DEV,

@@ -1,6 +1,9 @@
 //! One order's story (`/operator/orders/{order_no}`) and the search that finds it
 //! (`/operator/search?q=…`): docs/design.md, "The order journal".
 
+use std::sync::Arc;
+
+use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{
     extract::{Path, Query, State},
@@ -10,10 +13,7 @@ use axum::{
 use serde::Deserialize;
 use sqlx::PgPool;
 
-use super::{
-    auth::{self, Operator},
-    pages::render,
-};
+use super::{auth::Operator, chrome::Chrome, pages::render};
 use crate::{
     error::ApiError,
     journal::{self, Entry, Found, OrderHeading},
@@ -22,9 +22,7 @@ use crate::{
 #[derive(Template)]
 #[template(path = "operator/journal.html")]
 struct JournalPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     order: OrderHeading,
     total: String,
     entries: Vec<Entry>,
@@ -35,6 +33,7 @@ struct JournalPage {
 pub async fn order_journal(
     operator: Operator,
     State(db): State<PgPool>,
+    State(site): State<Arc<SiteFiles>>,
     Path(order_no): Path<String>,
 ) -> Result<Response, ApiError> {
     let Some(journal::Journal {
@@ -44,7 +43,7 @@ pub async fn order_journal(
         gap_at,
     }) = journal::for_order(&db, &order_no).await?
     else {
-        return Ok(not_found(operator).await);
+        return Ok(not_found(&site, &operator).await);
     };
     let total = format!(
         "{}.{:02} {}",
@@ -53,9 +52,7 @@ pub async fn order_journal(
         order.currency
     );
     Ok(render(JournalPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(&site, &operator).await,
         hidden,
         gap_at,
         order,
@@ -73,9 +70,7 @@ pub struct SearchQuery {
 #[derive(Template)]
 #[template(path = "operator/search.html")]
 struct SearchPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     /// Whether anything was searched for (never what: it is not shown back).
     searched: bool,
     found: Vec<Found>,
@@ -85,6 +80,7 @@ struct SearchPage {
 pub async fn search(
     operator: Operator,
     State(db): State<PgPool>,
+    State(site): State<Arc<SiteFiles>>,
     Query(SearchQuery { q }): Query<SearchQuery>,
 ) -> Result<Response, ApiError> {
     let found = journal::search(&db, &q).await?;
@@ -97,20 +93,16 @@ pub async fn search(
         StatusCode::OK
     };
     let page = SearchPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(&site, &operator).await,
         searched: !q.trim().is_empty(),
         found,
     };
     Ok((status, render(page)).into_response())
 }
 
-async fn not_found(operator: Operator) -> Response {
+async fn not_found(site: &SiteFiles, operator: &Operator) -> Response {
     let page = SearchPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(site, operator).await,
         searched: true,
         found: vec![],
     };

@@ -8,6 +8,7 @@
 
 pub mod auth;
 mod charts;
+mod chrome;
 mod figures;
 mod journal;
 mod overview;

@@ -1,14 +1,18 @@
 //! The console's first page: the figures of now (`figures`), and the last hours drawn from
 //! the samples (`samples`, `charts`).
 
+use std::sync::Arc;
+
+use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{extract::State, response::Response};
 use chrono::{DateTime, Utc};
 use sqlx::PgPool;
 
 use super::{
-    auth::{self, Operator},
+    auth::Operator,
     charts::{Chart, Series},
+    chrome::Chrome,
     figures,
     pages::render,
     samples::{self, Sample},
@@ -21,21 +25,21 @@ const HOURS: i32 = 6;
 #[derive(Template)]
 #[template(path = "operator/overview.html")]
 struct OverviewPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     figures: Vec<(String, String)>,
     charts: Vec<Chart>,
     hours: i32,
 }
 
-pub async fn overview(operator: Operator, State(db): State<PgPool>) -> Result<Response, ApiError> {
+pub async fn overview(
+    operator: Operator,
+    State(db): State<PgPool>,
+    State(site): State<Arc<SiteFiles>>,
+) -> Result<Response, ApiError> {
     let figures = figures::read(&db).await?;
     let samples = samples::since(&db, HOURS).await?;
     Ok(render(OverviewPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(&site, &operator).await,
         figures,
         charts: charts(&samples, Utc::now()),
         hours: HOURS,

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{
     extract::{Path, State},
@@ -19,6 +20,7 @@ use uuid::Uuid;
 
 use super::{
     auth::{self, Operator},
+    chrome::Chrome,
     throttle::{self, Admission, Client, Locks},
 };
 use crate::{error::ApiError, fulfillment::Fulfillment, reconcile, state::AppState};
@@ -57,17 +59,13 @@ fn forbidden() -> Response {
 #[derive(Template)]
 #[template(path = "operator/login.html")]
 struct LoginPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
 }
 
-pub async fn login_page(session: Session) -> Response {
+pub async fn login_page(State(site): State<Arc<SiteFiles>>, session: Session) -> Response {
     match auth::csrf_token(&session).await {
         Ok(csrf) => render(LoginPage {
-            logged_in: false,
-            csrf,
-            notice: None,
+            chrome: Chrome::visitor(&site, csrf, None),
         }),
         Err(response) => response,
     }
@@ -86,13 +84,15 @@ pub async fn login(
     }
     let locks = match throttle::admit(&state.db, &client, &state.config.login_limits).await {
         Ok(Admission::Checked(locks)) => locks,
-        Ok(Admission::Refused { retry_after_secs }) => return locked_out(retry_after_secs),
+        Ok(Admission::Refused { retry_after_secs }) => {
+            return locked_out(&state.site, retry_after_secs)
+        }
         Err(e) => return ApiError::from(e).into_response(),
     };
     let right = password_ok(&state, form.password).await;
     throttle::report(&state.metrics, &client, &locks, right);
     if !right {
-        return wrong_password(&session, &locks).await;
+        return wrong_password(&state.site, &session, &locks).await;
     }
     if let Err(e) = throttle::forget(&state.db, &client).await {
         tracing::warn!(error = %e, "operator console: this address's failed logins stay counted");
@@ -111,7 +111,7 @@ async fn password_ok(state: &AppState, given: String) -> bool {
         .unwrap_or(false)
 }
 
-async fn wrong_password(session: &Session, locks: &Locks) -> Response {
+async fn wrong_password(site: &SiteFiles, session: &Session, locks: &Locks) -> Response {
     let notice = match locks.address.max(locks.every_client) {
         Some(secs) => format!(
             "Wrong password. Too many failed logins: none is checked for {}.",
@@ -119,10 +119,9 @@ async fn wrong_password(session: &Session, locks: &Locks) -> Response {
         ),
         None => "Wrong password.".into(),
     };
+    let csrf = auth::csrf_token(session).await.unwrap_or_default();
     let page = LoginPage {
-        logged_in: false,
-        csrf: auth::csrf_token(session).await.unwrap_or_default(),
-        notice: Some(notice),
+        chrome: Chrome::visitor(site, csrf, Some(notice)),
     };
     (StatusCode::UNAUTHORIZED, render(page)).into_response()
 }
@@ -130,20 +129,16 @@ async fn wrong_password(session: &Session, locks: &Locks) -> Response {
 #[derive(Template)]
 #[template(path = "operator/locked.html")]
 struct LockedPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     until: String,
     wait: String,
 }
 
 /// 429 with `Retry-After`, and a page that says when to come back.
-fn locked_out(retry_after_secs: u64) -> Response {
+fn locked_out(site: &SiteFiles, retry_after_secs: u64) -> Response {
     let until = chrono::Utc::now() + chrono::Duration::seconds(retry_after_secs as i64);
     let page = LockedPage {
-        logged_in: false,
-        csrf: String::new(),
-        notice: None,
+        chrome: Chrome::visitor(site, String::new(), None),
         until: until.format("%H:%M:%S UTC").to_string(),
         wait: wait_words(retry_after_secs),
     };
@@ -182,9 +177,7 @@ struct RunRow {
 #[derive(Template)]
 #[template(path = "operator/reconciliation.html")]
 struct ReconciliationPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     findings: Vec<reconcile::FindingRow>,
     runs: Vec<RunRow>,
 }
@@ -192,6 +185,7 @@ struct ReconciliationPage {
 pub async fn reconciliation(
     operator: Operator,
     State(db): State<PgPool>,
+    State(site): State<Arc<SiteFiles>>,
 ) -> Result<Response, ApiError> {
     let findings = reconcile::list_findings(&db).await?;
     let runs = sqlx::query_as!(
@@ -203,9 +197,7 @@ pub async fn reconciliation(
     .fetch_all(&db)
     .await?;
     Ok(render(ReconciliationPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(&site, &operator).await,
         findings,
         runs,
     }))
@@ -274,21 +266,18 @@ pub async fn refund_finding(
 #[derive(Template)]
 #[template(path = "operator/dead_letters.html")]
 struct DeadLettersPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     letters: Vec<dead_letters::DeadLetter>,
 }
 
 pub async fn dead_letters(
     operator: Operator,
     State(db): State<PgPool>,
+    State(site): State<Arc<SiteFiles>>,
 ) -> Result<Response, ApiError> {
     let letters = dead_letters::list(&db).await?;
     Ok(render(DeadLettersPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(&site, &operator).await,
         letters,
     }))
 }
@@ -338,13 +327,15 @@ struct EmailRow {
 #[derive(Template)]
 #[template(path = "operator/emails.html")]
 struct EmailsPage {
-    logged_in: bool,
-    csrf: String,
-    notice: Option<String>,
+    chrome: Chrome,
     emails: Vec<EmailRow>,
 }
 
-pub async fn emails(operator: Operator, State(db): State<PgPool>) -> Result<Response, ApiError> {
+pub async fn emails(
+    operator: Operator,
+    State(db): State<PgPool>,
+    State(site): State<Arc<SiteFiles>>,
+) -> Result<Response, ApiError> {
     let emails = sqlx::query_as!(
         EmailRow,
         // As for the runs: chrono, not the `time` crate sqlx would pick by default.
@@ -354,9 +345,7 @@ pub async fn emails(operator: Operator, State(db): State<PgPool>) -> Result<Resp
     .fetch_all(&db)
     .await?;
     Ok(render(EmailsPage {
-        logged_in: true,
-        csrf: operator.csrf,
-        notice: auth::take_notice(&operator.session).await,
+        chrome: Chrome::operator(&site, &operator).await,
         emails,
     }))
 }

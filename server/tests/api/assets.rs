@@ -108,3 +108,71 @@ async fn without_hashed_names_the_browser_asks_each_time() {
     assert_eq!(header(&headers, "cache-control"), "no-cache");
     std::fs::remove_dir_all(root).ok();
 }
+
+/// A stylesheet named by its content's hash, as the release build names it.
+const STYLESHEET: &str = "once.8OSgbXVGBOup6urZajJ5TQ.css";
+
+/// The shop serving a hashed build whose `hash.txt` names [`STYLESHEET`], with the console on.
+async fn serving_hashed_build() -> (TestApp, PathBuf) {
+    let root = site();
+    let pkg = root.join("pkg");
+    std::fs::write(pkg.join(STYLESHEET), "body { font-family: serif }").expect("stylesheet");
+    let hash = STYLESHEET.split('.').nth(1).unwrap();
+    let hashes = root.join("hash.txt");
+    std::fs::write(&hashes, format!("js: J\nwasm: W\ncss: {hash}\n")).expect("hash.txt");
+    let app = spawn_app_with(|config| {
+        config.leptos.site_root = root.to_string_lossy().into();
+        config.leptos.hash_files = true;
+        // An absolute name is read where it is, not beside the test binary.
+        config.leptos.hash_file = hashes.to_string_lossy().into();
+        config.operator_password = Some(crate::operator::PASSWORD.into());
+    })
+    .await;
+    (app, root)
+}
+
+/// The address of the first stylesheet a page links.
+fn stylesheet_of(html: &str) -> &str {
+    let link = html
+        .split("<link")
+        .find(|tag| tag.contains("rel=\"stylesheet\""))
+        .unwrap_or_else(|| panic!("no stylesheet linked: {html}"));
+    link.split("href=\"")
+        .nth(1)
+        .unwrap()
+        .split('"')
+        .next()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_shop_and_every_console_page_link_the_stylesheet_the_build_named() {
+    let (app, root) = serving_hashed_build().await;
+    let built = format!("/pkg/{STYLESHEET}");
+    let visitor = crate::helpers::shopper();
+    let home = app.get_text(&visitor, "/").await;
+    assert_eq!(stylesheet_of(&home), built, "the shop's home page");
+    let login = app.get_text(&visitor, "/operator/login").await;
+    assert_eq!(stylesheet_of(&login), built, "the console's login");
+    let (operator, _) = crate::operator::operator(&app).await;
+    for page in [
+        "/operator",
+        "/operator/reconciliation",
+        "/operator/dead-letters",
+        "/operator/emails",
+        "/operator/search?q=nothing",
+    ] {
+        let html = app.get_text(&operator, page).await;
+        assert_eq!(stylesheet_of(&html), built, "{page}");
+    }
+    let (status, headers, body) = get(&app.address, &built, None).await;
+    assert_eq!(status, 200);
+    assert_eq!(header(&headers, "content-type"), "text/css");
+    assert!(body.contains("font-family"));
+    assert_eq!(
+        header(&headers, "cache-control"),
+        "public, max-age=31536000, immutable",
+        "named by its content"
+    );
+    std::fs::remove_dir_all(root).ok();
+}
