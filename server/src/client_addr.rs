@@ -4,6 +4,10 @@
 //! `X-Forwarded-For` (its rightmost entry that is not itself a trusted proxy). The header
 //! is never read from anyone else, since any client can write one (docs/design.md,
 //! "Hostile traffic").
+//!
+//! An address is always taken in its canonical form: a dual-stack listener (`[::]:3000`)
+//! sees an IPv4 peer as `::ffff:a.b.c.d`, which is that IPv4 address, not an IPv6 client
+//! (whose /64 would put every IPv4 client in one bucket).
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -26,6 +30,7 @@ impl TrustedProxies {
             .filter(|s| !s.is_empty())
             .map(|s| {
                 s.parse::<IpAddr>()
+                    .map(|addr| addr.to_canonical())
                     .map_err(|_| anyhow::anyhow!("TRUSTED_PROXIES: {s:?} is not an IP address"))
             })
             .collect::<anyhow::Result<_>>()
@@ -44,7 +49,11 @@ pub fn client_addr(
     extensions: &Extensions,
     trusted: &TrustedProxies,
 ) -> Option<IpAddr> {
-    let peer = extensions.get::<ConnectInfo<SocketAddr>>()?.0.ip();
+    let peer = extensions
+        .get::<ConnectInfo<SocketAddr>>()?
+        .0
+        .ip()
+        .to_canonical();
     if !trusted.trusts(&peer) {
         return Some(peer);
     }
@@ -73,6 +82,20 @@ fn parse_entry(entry: &str) -> Option<IpAddr> {
         .ok()
         .or_else(|| entry.parse::<SocketAddr>().ok().map(|s| s.ip()))
         .or_else(|| entry.strip_prefix('[')?.strip_suffix(']')?.parse().ok())
+        .map(|addr| addr.to_canonical())
+}
+
+/// The bucket a client address counts in, for every per-client limit (requests, logins,
+/// connections): an IPv4 address, or an IPv6 address's /64 (one subscriber's network; its
+/// 2^64 addresses are not 2^64 clients).
+pub fn bucket_of(client: IpAddr) -> IpAddr {
+    match client.to_canonical() {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => {
+            let prefix = u128::from(v6) & (u128::MAX << 64);
+            IpAddr::V6(prefix.into())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -119,6 +142,42 @@ mod tests {
         assert_eq!(client_addr(&h, &e, &trusted), addr("2001:db8::1"));
         let (h, e) = request_from("127.0.0.1", Some("[2001:db8::2]"));
         assert_eq!(client_addr(&h, &e, &trusted), addr("2001:db8::2"));
+    }
+
+    #[test]
+    fn an_ipv4_peer_of_a_dual_stack_listener_is_that_ipv4_client() {
+        // Five IPv4 clients, as `[::]:3000` sees them: five buckets, not `::`.
+        let buckets: std::collections::HashSet<IpAddr> = (1..=5)
+            .map(|n| {
+                let (h, e) = request_from(&format!("::ffff:192.0.2.{n}"), None);
+                bucket_of(client_addr(&h, &e, &TrustedProxies::default()).unwrap())
+            })
+            .collect();
+        assert_eq!(buckets.len(), 5);
+        assert!(buckets.contains(&addr("192.0.2.1").unwrap()));
+        // A proxy configured either way is recognised on either listener, and the client it
+        // names in either spelling is the same client.
+        for configured in ["127.0.0.1", "::ffff:127.0.0.1"] {
+            let trusted = TrustedProxies::parse(configured).unwrap();
+            for peer in ["127.0.0.1", "::ffff:127.0.0.1"] {
+                for named in ["198.51.100.7", "::ffff:198.51.100.7"] {
+                    let (h, e) = request_from(peer, Some(named));
+                    assert_eq!(client_addr(&h, &e, &trusted), addr("198.51.100.7"));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn an_ipv6_client_counts_by_its_64() {
+        assert_eq!(
+            bucket_of("2001:db8:1:2:aaaa::1".parse().unwrap()),
+            "2001:db8:1:2::".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            bucket_of("::ffff:203.0.113.5".parse().unwrap()),
+            "203.0.113.5".parse::<IpAddr>().unwrap()
+        );
     }
 
     #[test]

@@ -9,10 +9,20 @@
 //!   asked to close after its request in flight, and dropped a header timeout later. A
 //!   client that stops reading its answer holds a place no longer than that;
 //! * at most `MAX_CONNECTIONS` are served at once, and at most `MAX_CONNECTIONS_PER_CLIENT`
-//!   from one peer address (trusted proxies excepted). Past either a new connection is
-//!   answered `503` problem+json with `Retry-After` and closed (load shedding).
+//!   from one client (its IPv4 address or its IPv6 /64, as the rate limits count; trusted
+//!   proxies excepted). Past either a new connection is answered `503` problem+json with
+//!   `Retry-After` and closed (load shedding).
+//!
+//! A peer is taken in its canonical form from the start: an IPv4 client of a dual-stack
+//! listener (`::ffff:a.b.c.d`) is that IPv4 client for every limit (`crate::client_addr`).
 
-use std::{collections::HashMap, future::Future, net::IpAddr, sync::Arc, time::Duration};
+use std::{
+    collections::HashMap,
+    future::Future,
+    net::{IpAddr, SocketAddr},
+    sync::Arc,
+    time::Duration,
+};
 
 use axum::{extract::ConnectInfo, Router};
 use hyper::{body::Incoming, server::conn::http1};
@@ -28,7 +38,7 @@ use tokio::{
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use crate::client_addr::TrustedProxies;
+use crate::client_addr::{bucket_of, TrustedProxies};
 
 /// How long a stop waits for open connections to finish their requests.
 const DRAIN_WITHIN: Duration = Duration::from_secs(30);
@@ -80,6 +90,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let peer = SocketAddr::new(peer.ip().to_canonical(), peer.port());
         // Answers go out at once, not held back to be merged with the next segment
         // (without it, a request on a kept-alive connection waits for a delayed ACK).
         if let Err(e) = stream.set_nodelay(true) {
@@ -89,8 +100,7 @@ pub async fn serve(
             tokio::spawn(shed(stream));
             continue;
         };
-        let counted = !limits.trusted_proxies.0.contains(&peer.ip());
-        let Some(place) = per_client.take(peer.ip(), counted, limits.max_per_client) else {
+        let Some(place) = per_client.admit(peer.ip(), &limits) else {
             tokio::spawn(shed(stream));
             continue;
         };
@@ -155,7 +165,7 @@ fn log_end(ended: Result<(), hyper::Error>) {
     }
 }
 
-/// Open connections by peer address; a place is given back when its guard drops.
+/// Open connections by client (`bucket_of`); a place is given back when its guard drops.
 #[derive(Clone, Default)]
 struct PerClient(Arc<std::sync::Mutex<HashMap<IpAddr, usize>>>);
 
@@ -165,6 +175,14 @@ struct Place {
 }
 
 impl PerClient {
+    /// A place for a connection from `peer`, counted against its client (`bucket_of`)
+    /// unless it is a trusted proxy, which carries many clients.
+    fn admit(&self, peer: IpAddr, limits: &ConnectionLimits) -> Option<Place> {
+        let peer = peer.to_canonical();
+        let counted = !limits.trusted_proxies.0.contains(&peer);
+        self.take(bucket_of(peer), counted, limits.max_per_client)
+    }
+
     /// A place for a connection from `addr`, unless it holds `max` already. An address
     /// that is not `counted` (a trusted proxy, which carries many clients) always gets one.
     fn take(&self, addr: IpAddr, counted: bool, max: usize) -> Option<Place> {
@@ -216,4 +234,53 @@ async fn shed(mut stream: TcpStream) {
         while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(max_per_client: usize, trusted: &str) -> ConnectionLimits {
+        ConnectionLimits {
+            header_read_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(1),
+            max_connections: 100,
+            max_per_client,
+            trusted_proxies: TrustedProxies::parse(trusted).unwrap(),
+        }
+    }
+
+    fn peer(text: &str) -> IpAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn one_ipv6_64_is_one_client_and_a_mapped_ipv4_peer_is_its_ipv4_address() {
+        let (open, limits) = (PerClient::default(), limits(2, ""));
+        let held: Vec<Place> = ["2001:db8:1:2::1", "2001:db8:1:2::ffff"]
+            .iter()
+            .filter_map(|p| open.admit(peer(p), &limits))
+            .collect();
+        assert_eq!(held.len(), 2);
+        assert!(open.admit(peer("2001:db8:1:2:abcd::9"), &limits).is_none());
+        assert!(open.admit(peer("2001:db8:1:3::1"), &limits).is_some());
+        let mapped: Vec<Place> = (0..2)
+            .filter_map(|_| open.admit(peer("::ffff:192.0.2.1"), &limits))
+            .collect();
+        assert_eq!(mapped.len(), 2);
+        assert!(
+            open.admit(peer("192.0.2.1"), &limits).is_none(),
+            "the same client"
+        );
+        assert!(open.admit(peer("::ffff:192.0.2.2"), &limits).is_some());
+    }
+
+    #[test]
+    fn a_trusted_proxy_is_not_capped_on_either_listener() {
+        let (open, limits) = (PerClient::default(), limits(1, "127.0.0.1"));
+        let held: Vec<Place> = (0..5)
+            .filter_map(|_| open.admit(peer("::ffff:127.0.0.1"), &limits))
+            .collect();
+        assert_eq!(held.len(), 5);
+    }
 }

@@ -20,7 +20,7 @@ use governor::{clock::Clock, DefaultKeyedRateLimiter, Quota, RateLimiter};
 use tower_sessions::{session::Id, Session};
 
 use crate::{
-    client_addr::{client_addr, TrustedProxies},
+    client_addr::{bucket_of, client_addr, TrustedProxies},
     config::Rate,
     error::ApiError,
 };
@@ -72,18 +72,6 @@ impl Throttle {
     fn session_wait(&self, session: &Id) -> Option<Duration> {
         let limiter = self.writes_per_session.as_ref()?;
         limiter.check_key(&session.0).err().map(wait)
-    }
-}
-
-/// The bucket a client address counts in: an IPv4 address, or an IPv6 address's /64 (one
-/// subscriber's network; its 2^64 addresses are not 2^64 clients).
-pub fn bucket_of(client: IpAddr) -> IpAddr {
-    match client {
-        IpAddr::V4(_) => client,
-        IpAddr::V6(v6) => {
-            let prefix = u128::from(v6) & (u128::MAX << 64);
-            IpAddr::V6(prefix.into())
-        }
     }
 }
 

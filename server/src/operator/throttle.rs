@@ -32,7 +32,7 @@ impl FromRequestParts<AppState> for Client {
         let addr = crate::client_addr::client_addr(&parts.headers, &parts.extensions, trusted)
             .map_or_else(
                 || "unknown".to_owned(),
-                |ip| crate::throttle::bucket_of(ip).to_string(),
+                |ip| crate::client_addr::bucket_of(ip).to_string(),
             );
         Ok(Self(addr))
     }

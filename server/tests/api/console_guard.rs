@@ -111,6 +111,24 @@ async fn a_locked_out_address_is_refused_unchecked_by_every_instance_until_the_l
     );
 }
 
+/// A dual-stack listener sees IPv4 clients as `::ffff:a.b.c.d`: the lock is still the
+/// guessing address's own, named as IPv4 (seen red: every IPv4 client was `::`).
+#[tokio::test]
+async fn on_a_dual_stack_listener_a_lockout_is_the_guessing_address_s_alone() {
+    let app = spawn_app_with(|config| {
+        dual_stack(config);
+        config.operator_password = Some(PASSWORD.into());
+        config.login_limits = limits(3, 100, Duration::from_secs(60));
+    })
+    .await;
+    let (guesser, operator) = (shopper_from([127, 0, 0, 2]), shopper_from([127, 0, 0, 3]));
+    fail(&app, &guesser, 3).await;
+    assert_locked_out(login(&app, &guesser, PASSWORD).await).await;
+    assert_eq!(locked_rows(&app).await, ["127.0.0.2"]);
+    assert_eq!(login(&app, &operator, PASSWORD).await.status(), 303);
+    assert!(logged_in(&app, &operator).await);
+}
+
 #[tokio::test]
 async fn each_lockout_of_an_address_lasts_twice_the_one_before() {
     let app = spawn_guarded(limits(2, 100, Duration::from_secs(1))).await;

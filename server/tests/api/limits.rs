@@ -132,6 +132,29 @@ async fn only_a_trusted_proxy_names_the_client() {
     );
 }
 
+/// On a dual-stack listener, IPv4 clients arrive as `::ffff:a.b.c.d`: each is still a
+/// client of its own (seen red when they all counted in the /64 `::`).
+#[tokio::test]
+async fn ipv4_clients_of_a_dual_stack_listener_are_counted_apart() {
+    let app = spawn_app_with(|c| {
+        dual_stack(c);
+        c.limits.per_client = Rate {
+            per_second: 1,
+            burst: 1,
+        };
+    })
+    .await;
+    let healthz = |client: &reqwest::Client| client.get(app.url("/healthz")).send();
+    let (first, second) = (shopper_from([127, 0, 0, 2]), shopper_from([127, 0, 0, 3]));
+    assert_eq!(healthz(&first).await.unwrap().status(), 200);
+    assert_eq!(healthz(&first).await.unwrap().status(), 429);
+    assert_eq!(
+        healthz(&second).await.unwrap().status(),
+        200,
+        "another address is another client"
+    );
+}
+
 /// Places an order under each of `keys` (each made), then one more under `over`: its answer.
 async fn orders_then_one_over(app: &TestApp, keys: &[&str], over: &str) -> reqwest::Response {
     for key in keys {

@@ -90,13 +90,30 @@ pub async fn start(config: Config, db_name: String) -> TestApp {
 
 /// A new client with its own cookie jar: a different shopper.
 pub fn shopper() -> Client {
+    shopper_builder().build().expect("client")
+}
+
+/// A shopper whose connections come from `source`, an address of the loopback network
+/// (127.0.0.0/8): another client, as the server's per-client limits count them.
+pub fn shopper_from(source: [u8; 4]) -> Client {
+    shopper_builder()
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .expect("client")
+}
+
+/// Listens on every address of both families, as `[::]:3000` does: IPv4 peers then come
+/// as `::ffff:a.b.c.d`.
+pub fn dual_stack(config: &mut Config) {
+    config.listen_addr = "[::]:0".parse().expect("an address");
+}
+
+fn shopper_builder() -> reqwest::ClientBuilder {
     Client::builder()
         .cookie_store(true)
         .redirect(Policy::none())
         // A hung request fails its test instead of holding the whole run.
         .timeout(std::time::Duration::from_secs(60))
-        .build()
-        .expect("client")
 }
 
 impl TestApp {
