@@ -2,6 +2,7 @@
 //! "Hostile traffic"), so that a crowd of slow, idle or stalled connections cannot take
 //! every file descriptor and the memory that goes with them:
 //!
+//! * a request's line and headers may take `MAX_HEADER_BYTES`; past it, 431 and closed;
 //! * HTTP/1.1 only (a proxy in front speaks HTTP/2 to browsers): hyper's header timer then
 //!   runs from the connection's first moment, so a connection must send each request's
 //!   headers within `HEADER_READ_TIMEOUT_MS` of being opened or idle, or it is closed;
@@ -56,6 +57,10 @@ pub struct ConnectionLimits {
     pub request_timeout: Duration,
     pub max_connections: usize,
     pub max_per_client: usize,
+    /// The read buffer's bound: a request's line and headers larger than this are answered
+    /// 431 and the connection closed, so a connection holds at most this much while its
+    /// headers never end (hyper's own bound is about 400 KB).
+    pub max_header_bytes: usize,
     pub trusted_proxies: TrustedProxies,
 }
 
@@ -143,7 +148,8 @@ async fn serve_one<S>(
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(limits.max_header_bytes);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
     let grace = tokio::select! {
@@ -246,6 +252,7 @@ mod tests {
             request_timeout: Duration::from_secs(1),
             max_connections: 100,
             max_per_client,
+            max_header_bytes: 16384,
             trusted_proxies: TrustedProxies::parse(trusted).unwrap(),
         }
     }

@@ -153,6 +153,7 @@ impl Application {
                 request_timeout: limits.request_timeout,
                 max_connections: limits.max_connections,
                 max_per_client: limits.max_connections_per_client,
+                max_header_bytes: limits.max_header_bytes,
                 trusted_proxies: limits.trusted_proxies.clone(),
             },
             shutdown,

@@ -31,9 +31,13 @@ pub struct Limits {
     /// Connections served at once; past it a new one is answered 503 and closed
     /// (`MAX_CONNECTIONS`).
     pub max_connections: usize,
-    /// Connections served at once from one peer address, trusted proxies excepted
-    /// (`MAX_CONNECTIONS_PER_CLIENT`).
+    /// Connections served at once from one client (an IPv4 address, an IPv6 /64), trusted
+    /// proxies excepted (`MAX_CONNECTIONS_PER_CLIENT`).
     pub max_connections_per_client: usize,
+    /// The most a request's line and headers may take, in bytes (`MAX_HEADER_BYTES`, at least
+    /// 8192): what a connection may make the server hold before its request is complete.
+    /// Past it the answer is 431 and the connection is closed.
+    pub max_header_bytes: usize,
 }
 
 /// The console's login throttle (docs/design.md, "The operator console"). Failures are

@@ -136,6 +136,9 @@ fn hashed_names(setting: Option<String>, hash_file: &str) -> anyhow::Result<bool
 /// The file cargo-leptos writes the hashed names to (Leptos's default name for it).
 const HASH_FILE: &str = "hash.txt";
 
+/// The smallest read buffer hyper accepts; `MAX_HEADER_BYTES` may not be less.
+pub const MIN_HEADER_BYTES: usize = 8192;
+
 /// The smallest lease the heartbeat can keep alive: it renews every third of the lease.
 pub const MIN_LEASE: Duration = Duration::from_millis(300);
 /// A lease longer than this holds a key hostage for too long after its holder dies.
@@ -239,6 +242,7 @@ impl Config {
                 request_timeout: millis("REQUEST_TIMEOUT_MS", "60000")?,
                 max_connections: var_or("MAX_CONNECTIONS", "2000").parse()?,
                 max_connections_per_client: var_or("MAX_CONNECTIONS_PER_CLIENT", "100").parse()?,
+                max_header_bytes: var_or("MAX_HEADER_BYTES", "16384").parse()?,
             },
             operator_password: var("OPERATOR_PASSWORD").filter(|p| !p.is_empty()),
             operator_password_hash: var("OPERATOR_PASSWORD_HASH").filter(|h| !h.is_empty()),
@@ -321,6 +325,10 @@ impl Config {
                 && limits.max_connections > 0
                 && limits.max_connections_per_client > 0,
             "HEADER_READ_TIMEOUT_MS, MAX_CONNECTIONS and MAX_CONNECTIONS_PER_CLIENT must be positive"
+        );
+        anyhow::ensure!(
+            limits.max_header_bytes >= MIN_HEADER_BYTES,
+            "MAX_HEADER_BYTES must be at least {MIN_HEADER_BYTES} (the HTTP server's own minimum)"
         );
         anyhow::ensure!(
             limits.request_timeout > self.provider_timeout,

@@ -390,6 +390,32 @@ async fn a_connection_that_sends_one_byte_and_stops_is_closed() {
     assert!(closed_after(&mut one_byte, limit).await < limit);
 }
 
+/// Headers that never end: past `MAX_HEADER_BYTES` the connection is answered 431 and
+/// closed at once, rather than held (with its buffer) until the header timeout; seen red
+/// with hyper's own bound of about 400 KB, where this connection was still open.
+#[tokio::test]
+async fn headers_past_their_bound_are_answered_431_and_closed() {
+    let app = spawn_app().await;
+    let mut stream = TcpStream::connect(address(&app)).await.unwrap();
+    stream
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: once\r\n")
+        .await
+        .unwrap();
+    let line = format!("x-filler: {}\r\n", "a".repeat(1000));
+    for _ in 0..64 {
+        if stream.write_all(line.as_bytes()).await.is_err() {
+            break; // closed by the server already
+        }
+    }
+    let mut answer = vec![];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer));
+    let _ = read
+        .await
+        .expect("closed within seconds, not at the header timeout");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
+}
+
 #[tokio::test]
 async fn one_client_holds_at_most_its_share_of_connections() {
     let app = spawn_app_with(|c| c.limits.max_connections_per_client = 2).await;
