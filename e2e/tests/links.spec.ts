@@ -1,4 +1,4 @@
-import { Page } from '@playwright/test';
+import { Page, TestInfo } from '@playwright/test';
 import { test, expect, addToCart, hydrated, placeOrder } from '../support/shop';
 import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
@@ -28,6 +28,24 @@ function brokenFiles(page: Page): string[] {
   return broken;
 }
 
+/** The same-origin files the page's document names (stylesheets, icons, preloads, scripts,
+ * images), each fetched again: a file the browser did not ask for (an icon, a preload not
+ * yet used) is checked too. */
+async function namedFilesResolve(page: Page, base: string): Promise<string[]> {
+  const named = await page.evaluate(() =>
+    [...document.querySelectorAll('link[href], script[src], img[src]')]
+      .map((e) => (e as HTMLLinkElement).href || (e as HTMLScriptElement).src)
+      .filter((url) => url.startsWith(location.origin)),
+  );
+  const broken: string[] = [];
+  for (const url of named) {
+    const answer = await page.request.get(url);
+    if (answer.status() !== 200) broken.push(`${answer.status()} ${url}, named by ${page.url()}`);
+  }
+  expect(named.length, `${page.url()} names its files`).toBeGreaterThan(0);
+  return broken;
+}
+
 /** What the stylesheet sets, read from the page as the browser computed it; a page without
  * its stylesheet shows the browser's defaults (a serif font, an 8px margin, no header). */
 async function styled(page: Page) {
@@ -42,64 +60,81 @@ async function styled(page: Page) {
   });
 }
 
-async function expectStyled(page: Page, name: string) {
-  expect(await styled(page), name).toEqual({
+/** Checks the page now shown: styled as the stylesheet says, each file it named there, and
+ * nothing it asked for broken; a screenshot to look at. Soft, so every page is reported. */
+async function check(page: Page, base: string, broken: string[], name: string, testInfo: TestInfo) {
+  await page.waitForLoadState('load');
+  expect.soft(await styled(page), name).toEqual({
     font: expect.stringContaining('Inter'),
     margin: '0px',
     header: 'rgb(255, 255, 255)',
   });
+  expect.soft(await namedFilesResolve(page, base), name).toEqual([]);
+  expect.soft(broken.splice(0), name).toEqual([]);
+  await page.screenshot({ path: testInfo.outputPath(`${name}.png`), fullPage: true });
 }
 
 test('every shop and console page gets each file it links, and shows the stylesheet', async ({ page }, testInfo) => {
   const server = await startServer({
     port: await freePort(),
     database: freshDatabaseName(),
-    env: { ...E2E_SERVER_ENV, OPERATOR_PASSWORD: PASSWORD, RECONCILE_EVERY_SECS: '3600' },
+    env: {
+      ...E2E_SERVER_ENV,
+      OPERATOR_PASSWORD: PASSWORD,
+      RECONCILE_EVERY_SECS: '3600',
+      // The login's refusals are pages too: one wrong password, then the lock.
+      OPERATOR_LOGIN_MAX_FAILURES: '1',
+    },
   });
   const base = server.baseURL;
   const broken = brokenFiles(page);
-  const visit = async (path: string, name: string, ready: () => Promise<void>) => {
+  const visit = async (path: string, name: string, hydrates = false) => {
     await page.goto(`${base}${path}`);
-    await ready();
-    await page.waitForLoadState('load');
-    await expectStyled(page, name);
-    await page.screenshot({ path: testInfo.outputPath(`${name}.png`), fullPage: true });
+    if (hydrates) await hydrated(page);
+    await check(page, base, broken, name, testInfo);
   };
   try {
     // The shop: the catalog (its products), the cart at the checkout, an order and the list.
     const orderId = await placeOrder(page, base);
     await addToCart(page, 'MUG-001', 2, base);
-    const shop = () => hydrated(page);
-    await visit('/', 'home', shop);
+    await visit('/', 'home', true);
     await expect(page.getByRole('heading', { name: 'Stoneware mug' })).toBeVisible();
-    await visit('/checkout', 'checkout', shop);
+    await visit('/checkout', 'checkout', true);
     await expect(page.getByRole('button', { name: 'Place order' })).toBeVisible();
-    await visit(`/orders/${orderId}`, 'order', shop);
-    await visit('/orders', 'orders', shop);
-    await visit('/no-such-page', 'not-found', shop);
+    await visit(`/orders/${orderId}`, 'order', true);
+    await visit('/orders', 'orders', true);
+    await visit('/no-such-page', 'not-found', true);
 
     // The console, from its login to one order's story.
-    const plain = async () => {};
-    await visit('/operator/login', 'login', plain);
+    await visit('/operator/login', 'login');
     await page.getByLabel('Password').fill(PASSWORD);
     await page.getByRole('button', { name: 'Log in' }).click();
     await expect(page.getByTestId('overview')).toBeVisible();
-    await visit('/operator', 'overview', plain);
+    await visit('/operator', 'overview');
     // The charts' axes are lines, not shapes filled black across the page.
     const axes = page.locator('svg.chart .axis');
     expect(await axes.count()).toBeGreaterThan(0);
-    for (const fill of await axes.evaluateAll((paths) => paths.map((p) => getComputedStyle(p).fill))) {
-      expect(fill).toBe('none');
-    }
-    await visit('/operator/reconciliation', 'reconciliation', plain);
-    await visit('/operator/dead-letters', 'dead-letters', plain);
-    await visit('/operator/emails', 'emails', plain);
-    await visit(`/operator/search?q=${orderId}`, 'journal', plain);
+    expect(new Set(await axes.evaluateAll((paths) => paths.map((p) => getComputedStyle(p).fill)))).toEqual(new Set(['none']));
+    await visit('/operator/reconciliation', 'reconciliation');
+    await visit('/operator/dead-letters', 'dead-letters');
+    await visit('/operator/emails', 'emails');
+    await visit(`/operator/search?q=${orderId}`, 'journal');
     await expect(page).toHaveURL(/\/operator\/orders\/[A-Z0-9-]+$/);
     await expect(page.getByTestId('journal')).toBeVisible();
-    await visit('/operator/search?q=nothing-of-ours', 'search', plain);
+    await visit('/operator/search?q=nothing-of-ours', 'search');
+    await visit('/operator/orders/NO-SUCH-ORDER', 'journal-not-found');
 
-    expect(broken).toEqual([]);
+    // Logged out, the login's refusals: a wrong password, then the lock it began.
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await expect(page).toHaveURL(/\/operator\/login$/);
+    await page.getByLabel('Password').fill('a guess');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await expect(page.getByTestId('notice')).toContainText('Wrong password');
+    await check(page, base, broken, 'wrong-password', testInfo);
+    await page.getByLabel('Password').fill('another guess');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await expect(page.getByRole('heading', { name: 'Too many failed logins' })).toBeVisible();
+    await check(page, base, broken, 'locked', testInfo);
   } finally {
     await stopServer(server);
   }

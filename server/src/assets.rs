@@ -96,13 +96,14 @@ fn named_by_content(dir: &Path) -> HashSet<String> {
 /// An MD5 digest in base64url without padding.
 const HASH_LEN: usize = 22;
 
-/// Says so, loudly, when the files the pages link to are not in the site: the pages would
-/// come without their stylesheet and nothing would hydrate. (Tests run without a built site.)
+/// Says so, loudly, when the site lacks a file the pages link, or its split manifest cannot
+/// be read: the pages would come without their stylesheet, or nothing on them would hydrate.
+/// (Tests run without a built site.)
 fn report_missing(options: &LeptosOptions, site: &SiteFiles) {
-    let missing = site.missing(options);
-    if !missing.is_empty() {
+    let problems = site.problems(options);
+    if !problems.is_empty() {
         tracing::error!(
-            ?missing,
+            ?problems,
             "the pages link files the site does not have: build it with `cargo leptos build \
              --release --precompress --split` and keep hash.txt beside the server binary"
         );

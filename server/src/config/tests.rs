@@ -139,3 +139,23 @@ fn hashed_names_follow_hash_txt_unless_set_and_true_without_it_is_refused() {
     );
     assert!(refusal(&[("LEPTOS_HASH_FILES", "true")]).contains("hash.txt"));
 }
+
+/// cargo-leptos names the file when it runs the server; its hashes are then read there.
+#[test]
+fn the_hash_file_named_by_cargo_leptos_is_the_one_read() {
+    let names = std::env::temp_dir().join(format!("once_hashes_{}.txt", std::process::id()));
+    std::fs::write(&names, "css: C\n").unwrap();
+    let named = names.to_string_lossy().into_owned();
+    let config = config(&[("LEPTOS_HASH_FILE_NAME", &named)]).unwrap();
+    assert!(config.leptos.hash_files, "detected where it was named");
+    assert_eq!(&*config.leptos.hash_file, named);
+    let site = app::site_files::SiteFiles::of(&config.leptos);
+    assert_eq!(site.stylesheet_href(), "/pkg/once.C.css");
+    std::fs::remove_file(names).ok();
+}
+
+#[test]
+fn headers_may_not_be_bounded_below_the_http_server_s_minimum() {
+    assert!(refusal(&[("MAX_HEADER_BYTES", "4096")]).contains("MAX_HEADER_BYTES"));
+    assert_eq!(config(&[]).unwrap().limits.max_header_bytes, 16384);
+}

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::helpers::{spawn_app_with, TestApp};
+use crate::helpers::{post_order, spawn_app_with, TestApp};
 
 /// Named by its content, "raw bundle" (MD5, base64url without padding, as the build names).
 const BUNDLE: &str = "once.H27bkvM0B3LMhnD2J2r3GQ.wasm";
@@ -112,48 +112,95 @@ async fn without_hashed_names_the_browser_asks_each_time() {
 /// A stylesheet named by its content's hash, as the release build names it.
 const STYLESHEET: &str = "once.8OSgbXVGBOup6urZajJ5TQ.css";
 
-/// The shop serving a hashed build whose `hash.txt` names [`STYLESHEET`], with the console on.
+/// The shop serving a hashed build whose `hash.txt` names [`STYLESHEET`], a script and a
+/// bundle (all in the site), with the console on; one failed login locks its address.
 async fn serving_hashed_build() -> (TestApp, PathBuf) {
     let root = site();
     let pkg = root.join("pkg");
     std::fs::write(pkg.join(STYLESHEET), "body { font-family: serif }").expect("stylesheet");
-    let hash = STYLESHEET.split('.').nth(1).unwrap();
+    std::fs::write(pkg.join("once.JS.js"), "// script").expect("script");
+    std::fs::write(pkg.join("once.WASM.wasm"), "bundle").expect("bundle");
+    let css = STYLESHEET.split('.').nth(1).unwrap();
     let hashes = root.join("hash.txt");
-    std::fs::write(&hashes, format!("js: J\nwasm: W\ncss: {hash}\n")).expect("hash.txt");
+    std::fs::write(&hashes, format!("js: JS\nwasm: WASM\ncss: {css}\n")).expect("hash.txt");
     let app = spawn_app_with(|config| {
         config.leptos.site_root = root.to_string_lossy().into();
         config.leptos.hash_files = true;
         // An absolute name is read where it is, not beside the test binary.
         config.leptos.hash_file = hashes.to_string_lossy().into();
         config.operator_password = Some(crate::operator::PASSWORD.into());
+        config.login_limits.max_failures = 1;
     })
     .await;
     (app, root)
 }
 
-/// The address of the first stylesheet a page links.
-fn stylesheet_of(html: &str) -> &str {
-    let link = html
-        .split("<link")
-        .find(|tag| tag.contains("rel=\"stylesheet\""))
-        .unwrap_or_else(|| panic!("no stylesheet linked: {html}"));
-    link.split("href=\"")
-        .nth(1)
-        .unwrap()
-        .split('"')
-        .next()
-        .unwrap()
+/// Every address under /pkg a page's HTML names in an `href` or a `src`.
+fn site_files_of(html: &str) -> Vec<String> {
+    ["href=\"/pkg/", "src=\"/pkg/"]
+        .iter()
+        .flat_map(|attribute| html.split(attribute).skip(1))
+        .map(|rest| format!("/pkg/{}", rest.split('"').next().unwrap()))
+        .collect()
 }
 
+/// The page at `path` links the built stylesheet, and every file under /pkg it links is there.
+async fn assert_links_resolve(app: &TestApp, client: &reqwest::Client, path: &str) {
+    let html = app.get_text(client, path).await;
+    assert_page_links_resolve(app, path, &html).await;
+}
+
+async fn assert_page_links_resolve(app: &TestApp, page: &str, html: &str) {
+    let linked = site_files_of(html);
+    let stylesheet = format!("/pkg/{STYLESHEET}");
+    assert!(linked.contains(&stylesheet), "{page} links {linked:?}");
+    for file in linked {
+        let (status, _, _) = get(&app.address, &file, None).await;
+        assert_eq!(status, 200, "{file}, linked by {page}");
+    }
+}
+
+/// Every page of the shop and of the console links the stylesheet the build named, by one
+/// source (seen red when the console wrote `/pkg/once.css` by hand), and every site file
+/// each links is in the site.
 #[tokio::test]
-async fn the_shop_and_every_console_page_link_the_stylesheet_the_build_named() {
+async fn every_shop_and_console_page_links_the_files_the_build_named() {
     let (app, root) = serving_hashed_build().await;
-    let built = format!("/pkg/{STYLESHEET}");
-    let visitor = crate::helpers::shopper();
-    let home = app.get_text(&visitor, "/").await;
-    assert_eq!(stylesheet_of(&home), built, "the shop's home page");
-    let login = app.get_text(&visitor, "/operator/login").await;
-    assert_eq!(stylesheet_of(&login), built, "the console's login");
+    let shopper = crate::helpers::shopper();
+    app.open_session(&shopper).await;
+    let order = post_order(
+        &shopper,
+        &app,
+        Some("links-order"),
+        r#"{"items":[{"sku":"MUG-001","quantity":1}]}"#,
+    )
+    .await;
+    assert_eq!(order.status(), 201);
+    let order: serde_json::Value = order.json().await.unwrap();
+    let (id, number) = (
+        order["id"].as_str().unwrap(),
+        order["order_no"].as_str().unwrap(),
+    );
+    for page in [
+        "/",
+        "/checkout",
+        "/orders",
+        &format!("/orders/{id}"),
+        "/no-such-page",
+    ] {
+        assert_links_resolve(&app, &shopper, page).await;
+    }
+
+    // The console before the login: the form, a wrong password (401), the lock (429).
+    let guesser = crate::helpers::shopper_from([127, 0, 0, 5]);
+    assert_links_resolve(&app, &guesser, "/operator/login").await;
+    for expected in [401, 429] {
+        let answer = crate::operator::login(&app, &guesser, "a guess").await;
+        assert_eq!(answer.status(), expected);
+        let html = answer.text().await.unwrap();
+        assert_page_links_resolve(&app, &format!("the login's {expected}"), &html).await;
+    }
+
     let (operator, _) = crate::operator::operator(&app).await;
     for page in [
         "/operator",
@@ -161,18 +208,10 @@ async fn the_shop_and_every_console_page_link_the_stylesheet_the_build_named() {
         "/operator/dead-letters",
         "/operator/emails",
         "/operator/search?q=nothing",
+        &format!("/operator/orders/{number}"),
+        "/operator/orders/NO-SUCH-ORDER",
     ] {
-        let html = app.get_text(&operator, page).await;
-        assert_eq!(stylesheet_of(&html), built, "{page}");
+        assert_links_resolve(&app, &operator, page).await;
     }
-    let (status, headers, body) = get(&app.address, &built, None).await;
-    assert_eq!(status, 200);
-    assert_eq!(header(&headers, "content-type"), "text/css");
-    assert!(body.contains("font-family"));
-    assert_eq!(
-        header(&headers, "cache-control"),
-        "public, max-age=31536000, immutable",
-        "named by its content"
-    );
     std::fs::remove_dir_all(root).ok();
 }
