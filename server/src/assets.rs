@@ -29,7 +29,9 @@ use tower_http::services::ServeDir;
 const IMMUTABLE: &str = "public, max-age=31536000, immutable";
 const REVALIDATE: &str = "no-cache";
 /// Longer than any name the build writes; a longer one is a miss, not a file system error.
-const MAX_NAME: usize = 255;
+/// The file system's bound is 255 bytes, and the compressed copy that is looked for adds
+/// its suffix (`.br`, `.gz`) to the name asked for.
+const MAX_NAME: usize = 255 - ".br".len();
 
 /// `/pkg/*` from the site's directory, each answer marked with how long it may be kept; the
 /// files the pages link (`site`) are checked for first.
@@ -55,8 +57,11 @@ pub fn router<S: Clone + Send + Sync + 'static>(
 /// A file found (or still current) may be kept as its name allows, by a cache that tells the
 /// encodings apart. A miss is left to `headers::protective`, which forbids keeping it.
 async fn caching(kept: Arc<HashSet<String>>, request: Request, next: Next) -> Response {
-    let name = request.uri().path().rsplit('/').next().unwrap_or("");
-    if name.len() > MAX_NAME || request.uri().path().len() > 4 * MAX_NAME {
+    let path = request.uri().path();
+    let name = path.rsplit('/').next().unwrap_or("");
+    // A NUL, which no file name holds, is a miss too (the file system would refuse it).
+    let nul = path.to_ascii_lowercase().contains("%00");
+    if name.len() > MAX_NAME || path.len() > 4 * MAX_NAME || nul {
         return (StatusCode::NOT_FOUND, "no such file").into_response();
     }
     let keep = if kept.contains(name) {
