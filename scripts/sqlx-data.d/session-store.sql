@@ -9,3 +9,9 @@ CREATE TABLE tower_sessions.session (
     data        bytea       NOT NULL,
     expiry_date timestamptz NOT NULL
 );
+-- The operator console's sessions, a table apart of the same shape (server/src/session.rs).
+CREATE TABLE tower_sessions.operator_session (
+    id          text        PRIMARY KEY NOT NULL,
+    data        bytea       NOT NULL,
+    expiry_date timestamptz NOT NULL
+);

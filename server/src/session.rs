@@ -294,8 +294,18 @@ pub async fn forget_unused(db: &PgPool, idle: std::time::Duration) -> Result<u64
     Ok(forgotten.rows_affected())
 }
 
-/// Runs [`forget_unused`] every `every` until the task is aborted; safe on several
-/// instances at once (each DELETE stands alone).
+/// Forgets the operator sessions whose time ran out (8 hours without a page) or that a
+/// logout left behind: the store only refuses them, it never deletes them. Returns how many.
+pub async fn forget_ended_operator_sessions(db: &PgPool) -> Result<u64, sqlx::Error> {
+    let forgotten =
+        sqlx::query!("DELETE FROM tower_sessions.operator_session WHERE expiry_date < now()")
+            .execute(db)
+            .await?;
+    Ok(forgotten.rows_affected())
+}
+
+/// Runs [`forget_unused`] and [`forget_ended_operator_sessions`] every `every` until the task
+/// is aborted; safe on several instances at once (each DELETE stands alone).
 pub async fn run_forgetting_unused(
     db: PgPool,
     idle: std::time::Duration,
@@ -311,6 +321,9 @@ pub async fn run_forgetting_unused(
                 "forgot sessions opened by reads and never used"
             ),
             Err(e) => tracing::warn!(error = %e, "forgetting unused sessions failed; will retry"),
+        }
+        if let Err(e) = forget_ended_operator_sessions(&db).await {
+            tracing::warn!(error = %e, "forgetting ended operator sessions failed; will retry");
         }
     }
 }

@@ -11,6 +11,7 @@ mod charts;
 mod chrome;
 mod figures;
 mod journal;
+mod login_token;
 mod overview;
 mod pages;
 pub mod samples;

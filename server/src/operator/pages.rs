@@ -8,7 +8,7 @@ use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{
     extract::{Path, State},
-    http::{header, StatusCode},
+    http::{header, HeaderMap, StatusCode},
     response::{Html, IntoResponse, Redirect, Response},
     Form,
 };
@@ -21,6 +21,7 @@ use uuid::Uuid;
 use super::{
     auth::{self, Operator},
     chrome::Chrome,
+    login_token,
     throttle::{self, Admission, Client, Locks},
 };
 use crate::{error::ApiError, fulfillment::Fulfillment, reconcile, state::AppState};
@@ -62,13 +63,13 @@ struct LoginPage {
     chrome: Chrome,
 }
 
-pub async fn login_page(State(site): State<Arc<SiteFiles>>, session: Session) -> Response {
-    match auth::csrf_token(&session).await {
-        Ok(csrf) => render(LoginPage {
-            chrome: Chrome::visitor(&site, csrf, None),
-        }),
-        Err(response) => response,
-    }
+/// The login form; its token is kept in a cookie, so looking at it stores nothing.
+pub async fn login_page(State(state): State<AppState>) -> Response {
+    let (csrf, cookie) = login_token::issue(state.config.served_over_https);
+    let page = LoginPage {
+        chrome: Chrome::visitor(&state.site, csrf, None),
+    };
+    ([(header::SET_COOKIE, cookie)], render(page)).into_response()
 }
 
 /// The login: counted by the throttle before the password is looked at, and refused
@@ -77,9 +78,10 @@ pub async fn login(
     State(state): State<AppState>,
     Client(client): Client,
     session: Session,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
-    if !auth::csrf_ok(&session, &form.csrf).await {
+    if !login_token::matches(&headers, &form.csrf) {
         return forbidden();
     }
     let locks = match throttle::admit(&state.db, &client, &state.config.login_limits).await {
@@ -92,7 +94,7 @@ pub async fn login(
     let right = password_ok(&state, form.password).await;
     throttle::report(&state.metrics, &client, &locks, right);
     if !right {
-        return wrong_password(&state.site, &session, &locks).await;
+        return wrong_password(&state.site, form.csrf, &locks);
     }
     if let Err(e) = throttle::forget(&state.db, &client).await {
         tracing::warn!(error = %e, "operator console: this address's failed logins stay counted");
@@ -111,7 +113,8 @@ async fn password_ok(state: &AppState, given: String) -> bool {
         .unwrap_or(false)
 }
 
-async fn wrong_password(site: &SiteFiles, session: &Session, locks: &Locks) -> Response {
+/// The form again, with the token its cookie still carries; nothing is stored.
+fn wrong_password(site: &SiteFiles, csrf: String, locks: &Locks) -> Response {
     let notice = match locks.address.max(locks.every_client) {
         Some(secs) => format!(
             "Wrong password. Too many failed logins: none is checked for {}.",
@@ -119,7 +122,6 @@ async fn wrong_password(site: &SiteFiles, session: &Session, locks: &Locks) -> R
         ),
         None => "Wrong password.".into(),
     };
-    let csrf = auth::csrf_token(session).await.unwrap_or_default();
     let page = LoginPage {
         chrome: Chrome::visitor(site, csrf, Some(notice)),
     };

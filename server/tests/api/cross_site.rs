@@ -257,12 +257,9 @@ async fn the_checkout_shows_only_words_the_shop_issued() {
 async fn an_operator_session_is_no_shop_session() {
     let app = spawn_app_with(|c| c.operator_password = Some("operator-password".into())).await;
     let operator = shopper();
-    let login_page = operator
-        .get(app.url("/operator/login"))
-        .send()
-        .await
-        .unwrap();
-    let cookie = login_page
+    let logged_in = crate::operator::login(&app, &operator, "operator-password").await;
+    assert_eq!(logged_in.status(), 303);
+    let cookie = logged_in
         .headers()
         .get_all(SET_COOKIE)
         .iter()

@@ -113,7 +113,7 @@ async fn a_shopper_reaches_no_page_and_no_action() {
 async fn a_wrong_password_is_refused_and_the_right_one_opens_the_console_under_a_new_session() {
     let app = spawn_console().await;
     let client = shopper();
-    // The first request opens the session: its cookie is the one a login must replace.
+    // Looking at the login page opens no session.
     let first = client.get(app.url("/operator/login")).send().await.unwrap();
     let refused = login(&app, &client, "guess").await;
     assert_eq!(refused.status(), 401);
@@ -137,14 +137,21 @@ async fn a_wrong_password_is_refused_and_the_right_one_opens_the_console_under_a
             .find(|c| c.starts_with("once_operator="))
             .map(|c| c.split(';').next().unwrap().to_owned())
     };
-    let before = session_cookie(&first).expect("a session cookie on the first page");
+    assert_eq!(
+        session_cookie(&first),
+        None,
+        "no session before the password"
+    );
     let accepted = login(&app, &client, PASSWORD).await;
     let after = session_cookie(&accepted).expect("a session cookie at login");
-    assert_ne!(
-        before, after,
-        "logging in issues a new session id (no fixation)"
-    );
     assert_eq!(accepted.status(), 303);
+    // A session this browser holds already never survives a login (no fixation).
+    let again = login(&app, &client, PASSWORD).await;
+    assert_ne!(
+        session_cookie(&again),
+        Some(after),
+        "logging in issues a new session id"
+    );
     assert_eq!(accepted.headers()["location"], "/operator");
     let overview = app.get_text(&client, "/operator").await;
     assert!(overview.contains("Outbox: unpublished events"));
@@ -308,4 +315,44 @@ async fn a_logout_ends_the_session_for_every_copy_of_its_cookie() {
         303,
         "a copied cookie names nothing"
     );
+}
+
+/// Looking at the login page, or guessing wrong, stores nothing: an operator session is
+/// written by the right password only (seen red: every cookie-less view of the login page
+/// stored a row), and the sessions whose time ran out are forgotten.
+#[tokio::test]
+async fn only_a_login_stores_an_operator_session_and_ended_ones_are_forgotten() {
+    let app = spawn_console().await;
+    let sessions = "tower_sessions.operator_session";
+    for _ in 0..20 {
+        let visitor = reqwest::Client::new();
+        let page = visitor
+            .get(app.url("/operator/login"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(page.status(), 200);
+    }
+    let guesser = shopper();
+    for _ in 0..2 {
+        assert_eq!(login(&app, &guesser, "a guess").await.status(), 401);
+    }
+    assert_eq!(app.count(sessions).await, 0);
+
+    let (operator, _) = operator(&app).await;
+    assert_eq!(app.count(sessions).await, 1);
+    sqlx::query(
+        "INSERT INTO tower_sessions.operator_session (id, data, expiry_date)
+         VALUES ('ended', '\\x80', now() - interval '1 minute')",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let forgotten = server::session::forget_ended_operator_sessions(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(forgotten, 1);
+    assert_eq!(app.count(sessions).await, 1);
+    let overview = operator.get(app.url("/operator")).send().await.unwrap();
+    assert_eq!(overview.status(), 200, "the live session stays");
 }

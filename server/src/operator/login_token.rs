@@ -1,0 +1,66 @@
+//! The login form's CSRF token, kept in a cookie of its own instead of a session: a visitor
+//! who only opens the login page, or guesses wrong, stores nothing; an operator session is
+//! written when the right password is given (docs/design.md, "The operator console"). The
+//! token travels twice, in the cookie and in the form: a page on another site can make the
+//! browser send the cookie, but cannot read it to write it into its form (and cross-site
+//! posts are refused before this anyway, `crate::origin`).
+
+use axum::http::{header, HeaderMap, HeaderValue};
+use subtle::ConstantTimeEq;
+
+use crate::credentials::random_secret;
+
+const COOKIE: &str = "once_operator_login";
+/// How long a login form may be left open before it is sent.
+const KEPT_SECS: u32 = 3600;
+
+/// A new token for a login form, and the `Set-Cookie` that keeps it for the login.
+pub fn issue(https: bool) -> (String, HeaderValue) {
+    let token = random_secret(32);
+    let secure = if https { "; Secure" } else { "" };
+    let cookie = format!(
+        "{COOKIE}={token}; Path=/operator/login; Max-Age={KEPT_SECS}; HttpOnly; SameSite=Strict{secure}"
+    );
+    let cookie = HeaderValue::from_str(&cookie).expect("a token is made of URL-safe characters");
+    (token, cookie)
+}
+
+/// Whether the form's token is the one its cookie carries.
+pub fn matches(headers: &HeaderMap, given: &str) -> bool {
+    let kept = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find_map(|(name, value)| (name == COOKIE).then_some(value));
+    match kept {
+        Some(kept) if !kept.is_empty() => kept.as_bytes().ct_eq(given.as_bytes()).into(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_cookie(cookie: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::COOKIE, HeaderValue::from_str(cookie).unwrap());
+        headers
+    }
+
+    #[test]
+    fn only_the_token_its_cookie_carries_passes() {
+        let (token, cookie) = issue(true);
+        let cookie = cookie.to_str().unwrap();
+        assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
+        assert!(cookie.ends_with("; Secure"));
+        let sent = with_cookie(&format!("other=1; {COOKIE}={token}"));
+        assert!(matches(&sent, &token));
+        assert!(!matches(&sent, "forged"));
+        assert!(!matches(&sent, ""));
+        assert!(!matches(&HeaderMap::new(), &token), "no cookie, no login");
+        assert!(!matches(&with_cookie(&format!("{COOKIE}=")), ""));
+    }
+}
