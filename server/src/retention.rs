@@ -23,6 +23,9 @@ pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
         if let Err(e) = operator::samples::forget_old(&db).await {
             tracing::warn!(error = %e, "forgetting old console samples failed; will retry");
         }
+        if let Err(e) = operator::forget_unused_browsers(&db).await {
+            tracing::warn!(error = %e, "forgetting unused operator browsers failed; will retry");
+        }
         if let Err(e) = operator::throttle::forget_quiet(&db).await {
             tracing::warn!(error = %e, "forgetting quiet login throttle rows failed; will retry");
         }

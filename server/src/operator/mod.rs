@@ -7,6 +7,7 @@
 //! discard a dead letter. Failed logins are throttled ([`throttle`]).
 
 pub mod auth;
+mod browsers;
 mod charts;
 mod chrome;
 mod figures;
@@ -23,6 +24,8 @@ use axum::{
 };
 
 use crate::state::AppState;
+
+pub use browsers::forget_unused as forget_unused_browsers;
 
 pub fn router() -> Router<AppState> {
     Router::new()

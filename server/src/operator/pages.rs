@@ -20,6 +20,7 @@ use uuid::Uuid;
 
 use super::{
     auth::{self, Operator},
+    browsers::{self, Browser},
     chrome::Chrome,
     login_token,
     throttle::{self, Admission, Client, Locks},
@@ -84,12 +85,15 @@ pub async fn login(
     if !login_token::matches(&headers, &form.csrf) {
         return forbidden();
     }
-    let locks = match throttle::admit(&state.db, &client, &state.config.login_limits).await {
-        Ok(Admission::Checked(locks)) => locks,
-        Ok(Admission::Refused { retry_after_secs }) => {
+    let (client, browser, admission) = match admit(&state, &headers, client).await {
+        Ok(admitted) => admitted,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    let locks = match admission {
+        Admission::Checked(locks) => locks,
+        Admission::Refused { retry_after_secs } => {
             return locked_out(&state.site, retry_after_secs)
         }
-        Err(e) => return ApiError::from(e).into_response(),
     };
     let right = password_ok(&state, form.password).await;
     throttle::report(&state.metrics, &client, &locks, right);
@@ -102,7 +106,38 @@ pub async fn login(
     if let Err(response) = auth::log_in(&session).await {
         return response;
     }
-    Redirect::to("/operator").into_response()
+    let https = state.config.served_over_https;
+    match browsers::remember(&state.db, browser.as_ref(), https).await {
+        Ok(Some(cookie)) => {
+            ([(header::SET_COOKIE, cookie)], Redirect::to("/operator")).into_response()
+        }
+        Ok(None) => Redirect::to("/operator").into_response(),
+        Err(e) => {
+            tracing::warn!(error = %e, "operator console: this browser is not remembered");
+            Redirect::to("/operator").into_response()
+        }
+    }
+}
+
+/// Counts the attempt: under the browser, when it is one an operator logged in from, else
+/// under its address and with every client. The name it was counted under is returned.
+async fn admit(
+    state: &AppState,
+    headers: &HeaderMap,
+    address: String,
+) -> Result<(String, Option<Browser>, Admission), sqlx::Error> {
+    let limits = &state.config.login_limits;
+    match browsers::known(&state.db, headers).await? {
+        Some(browser) => {
+            let client = browser.throttle_key();
+            let admission = throttle::admit_browser(&state.db, &client, limits).await?;
+            Ok((client, Some(browser), admission))
+        }
+        None => {
+            let admission = throttle::admit(&state.db, &address, limits).await?;
+            Ok((address, None, admission))
+        }
+    }
 }
 
 /// The password check, off the runtime's threads (an argon2 hash costs milliseconds).

@@ -4,7 +4,8 @@
 //! every instance on the database sees the same counts. The attempt that reaches a limit
 //! locks its row; until the lock ends, attempts are refused without their password being
 //! looked at, so a right guess during a lockout logs no one in. A successful login deletes
-//! its address's row.
+//! its address's row. A browser that logged in before is counted under itself instead
+//! (`admit_browser`), so the operator always gets in from it.
 
 use std::time::Duration;
 
@@ -106,6 +107,24 @@ pub async fn admit(
         address,
         every_client,
     }))
+}
+
+/// Counts an attempt from a known browser (`super::browsers`) under `browser` alone, by the
+/// rule of one address: neither its address's lock nor every client's holds it back, only
+/// its own.
+pub async fn admit_browser(
+    db: &PgPool,
+    browser: &str,
+    limits: &LoginLimits,
+) -> Result<Admission, sqlx::Error> {
+    let mut conn = db.acquire().await?;
+    match count(&mut conn, browser, &Rule::per_address(limits)).await? {
+        Some(lock) => Ok(Admission::Checked(Locks {
+            address: lock,
+            every_client: None,
+        })),
+        None => refused(db, browser).await,
+    }
 }
 
 fn millis(d: Duration) -> i64 {
