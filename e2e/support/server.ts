@@ -110,6 +110,16 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
   return { baseURL, process: child, options };
 }
 
+/** A server of the test's own, on a fresh database, with the operator console open to
+ * `password` and the reconciler left to the operator's button; `env` adds to it. */
+export async function startConsoleServer(password: string, env: Record<string, string> = {}): Promise<RunningServer> {
+  return startServer({
+    port: await freePort(),
+    database: freshDatabaseName(),
+    env: { ...E2E_SERVER_ENV, OPERATOR_PASSWORD: password, RECONCILE_EVERY_SECS: '3600', ...env },
+  });
+}
+
 async function waitForHealth(baseURL: string, child: ChildProcess): Promise<void> {
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {

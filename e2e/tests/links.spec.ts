@@ -1,6 +1,6 @@
 import { Page, TestInfo } from '@playwright/test';
 import { test, expect, addToCart, hydrated, placeOrder } from '../support/shop';
-import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+import { startConsoleServer, stopServer } from '../support/server';
 
 const PASSWORD = 'e2e-operator-password';
 
@@ -75,17 +75,8 @@ async function check(page: Page, base: string, broken: string[], name: string, t
 }
 
 test('every shop and console page gets each file it links, and shows the stylesheet', async ({ page }, testInfo) => {
-  const server = await startServer({
-    port: await freePort(),
-    database: freshDatabaseName(),
-    env: {
-      ...E2E_SERVER_ENV,
-      OPERATOR_PASSWORD: PASSWORD,
-      RECONCILE_EVERY_SECS: '3600',
-      // The login's refusals are pages too: one wrong password, then the lock.
-      OPERATOR_LOGIN_MAX_FAILURES: '1',
-    },
-  });
+  // The login's refusals are pages too: one wrong password, then the lock.
+  const server = await startConsoleServer(PASSWORD, { OPERATOR_LOGIN_MAX_FAILURES: '1' });
   const base = server.baseURL;
   const broken = brokenFiles(page);
   const visit = async (path: string, name: string, hydrates = false) => {

@@ -1,5 +1,5 @@
 import { test, expect, completeCharge, pendingAttempt, placeOrder } from '../support/shop';
-import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+import { startConsoleServer, stopServer } from '../support/server';
 
 const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
 const PASSWORD = 'e2e-operator-password';
@@ -9,16 +9,7 @@ test.afterEach(async ({ page }, testInfo) => {
 });
 
 test('10. an operator sees a payment lost with its webhook, runs the reconciler and sees it repaired', async ({ page, request }) => {
-  const options = {
-    port: await freePort(),
-    database: freshDatabaseName(),
-    env: {
-      ...E2E_SERVER_ENV,
-      OPERATOR_PASSWORD: PASSWORD,
-      RECONCILE_EVERY_SECS: '3600',
-    },
-  };
-  const server = await startServer(options);
+  const server = await startConsoleServer(PASSWORD);
   const base = server.baseURL;
   try {
     // The provider keeps the charge "processing" (the shop keeps the attempt pending), then
