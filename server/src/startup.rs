@@ -26,8 +26,8 @@ use tokio_util::sync::CancellationToken;
 use crate::{
     api, assets, checkout, config::Config, connections, credentials, db, faults::Faults,
     fulfillment, headers, health, journal, openapi, operator, origin,
-    provider_client::ProviderClient, refusals, retention, session, ssr, state::AppState, throttle,
-    workers,
+    provider_client::ProviderClient, refusals, retention, session, ssr, state::AppState, telemetry,
+    throttle, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -227,7 +227,8 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
                     .and_then(|v| v.to_str().ok())
                     .unwrap_or("-");
                 tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
-            }),
+            })
+            .on_failure(telemetry::log_failed_response),
         )
         .layer(middleware::from_fn_with_state(
             throttle,

@@ -7,7 +7,7 @@ use axum::{
     extract::{FromRef, FromRequestParts},
     http::{request::Parts, Method},
 };
-use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest};
+use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyError};
 
 use crate::hooks::{ProtocolError, Refusal};
 
@@ -48,10 +48,11 @@ where
     type Rejection = E;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let header = parts
-            .headers
-            .get("idempotency-key")
-            .ok_or(Refusal::KeyMissing)?;
+        let mut headers = parts.headers.get_all("idempotency-key").iter();
+        let header = headers.next().ok_or(Refusal::KeyMissing)?;
+        if headers.next().is_some() {
+            return Err(Refusal::KeyMalformed(KeyError::Repeated).into());
+        }
         // Bytes outside visible ASCII fail `to_str`; parse them anyway for the precise error.
         let text = String::from_utf8_lossy(header.as_bytes());
         Ok(Self {

@@ -7,7 +7,9 @@ pub const MAX_KEY_LEN: usize = 255;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdempotencyKey(String);
 
+/// Why a request's Idempotency-Key is not a key.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum KeyError {
     #[error("the Idempotency-Key is empty")]
     Empty,
@@ -17,6 +19,9 @@ pub enum KeyError {
     NotVisibleAscii,
     #[error("the Idempotency-Key starts with a quote but is not a valid quoted string")]
     BadQuoting,
+    /// The request names more than one key: which it meant is not for the server to guess.
+    #[error("the request has more than one Idempotency-Key header")]
+    Repeated,
 }
 
 impl IdempotencyKey {

@@ -48,6 +48,23 @@ async fn malformed_keys_are_400_and_nothing_is_stored() {
         .await
         .unwrap();
     assert_problem(response, 400, "idempotency-key-malformed").await;
+    // Two keys on one request: which was meant is not for the server to guess (seen red:
+    // the first one won, and an order was placed under it).
+    let response = app
+        .client
+        .post(app.url("/api/orders"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", "first-of-two")
+        .header("idempotency-key", "second-of-two")
+        .body(MUG_ORDER)
+        .send()
+        .await
+        .unwrap();
+    let body = assert_problem(response, 400, "idempotency-key-malformed").await;
+    assert!(
+        body["detail"].as_str().unwrap().contains("more than one"),
+        "{body}"
+    );
     assert_eq!(app.count("orders").await, 0);
     assert_eq!(app.count("idempotency_keys").await, 0);
 }

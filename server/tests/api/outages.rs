@@ -111,3 +111,29 @@ async fn a_session_the_store_cannot_save_answers_503_not_500() {
     let body = assert_problem(opened, 503, "service-unavailable").await;
     assert_eq!(body["retryable"], true);
 }
+
+/// A 503 the shop answers by design (the database away, `Retry-After` sent) is logged as a
+/// warning, not as an error: an operator's alerting on errors then sees faults, not a
+/// failover the shop rode out (seen red: the request trace logged it at ERROR).
+#[tokio::test]
+async fn a_designed_503_is_a_warning_in_the_log_not_an_error() {
+    let (logs, _hearing) = Logs::capture();
+    let app = spawn_app().await;
+    app.take_database_down().await;
+    let refused = post_order(&app.client, &app, Some("while-down"), MUG_ORDER).await;
+    assert_problem(refused, 503, "service-unavailable").await;
+    app.bring_database_up().await;
+    let failed: Vec<String> = logs
+        .at(tracing::Level::ERROR)
+        .into_iter()
+        .filter(|line| line.contains("response failed"))
+        .collect();
+    assert_eq!(failed, Vec::<String>::new());
+    assert!(
+        logs.at(tracing::Level::WARN)
+            .iter()
+            .any(|line| line.contains("answered 503")),
+        "{:?}",
+        logs.at(tracing::Level::WARN)
+    );
+}

@@ -416,10 +416,12 @@ impl TestApp {
 mod checkout;
 mod events;
 mod journal;
+mod logs;
 mod payments;
 pub mod proxy;
 pub mod smtp;
 pub use checkout::*;
 pub use events::*;
 pub use journal::*;
+pub use logs::Logs;
 pub use payments::*;
