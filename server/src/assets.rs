@@ -59,9 +59,11 @@ pub fn router<S: Clone + Send + Sync + 'static>(
 async fn caching(kept: Arc<HashSet<String>>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let name = path.rsplit('/').next().unwrap_or("");
-    // A NUL, which no file name holds, is a miss too (the file system would refuse it).
+    // A NUL, which no file name holds, is a miss too (the file system would refuse it), and
+    // so is a directory's name too long for it.
     let nul = path.to_ascii_lowercase().contains("%00");
-    if name.len() > MAX_NAME || path.len() > 4 * MAX_NAME || nul {
+    let too_long = path.split('/').any(|part| part.len() > MAX_NAME);
+    if too_long || path.len() > 4 * MAX_NAME || nul {
         return (StatusCode::NOT_FOUND, "no such file").into_response();
     }
     let keep = if kept.contains(name) {

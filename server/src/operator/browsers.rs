@@ -10,11 +10,15 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
-use crate::credentials::random_secret;
+use crate::{config::Config, credentials::random_secret};
 
 const COOKIE: &str = "once_operator_browser";
 /// How long a browser stays known without a login.
 const KEPT_DAYS: i32 = 90;
+/// The most browsers known at once; a new one past it forgets the longest unused. Whoever
+/// knew the password can hold at most this many shares of guesses, and only until the
+/// password changes.
+const MOST_BROWSERS: i64 = 10;
 /// The length of a browser's secret, in alphanumeric characters.
 const SECRET_LEN: usize = 43;
 
@@ -30,20 +34,35 @@ impl Browser {
     }
 }
 
-fn digest(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
+/// What is stored of a secret: its digest together with the password as configured (its
+/// hash, or the plain one), so that a new password forgets every browser, and the table
+/// holds nothing a guess of the password could be checked against without the secret.
+fn digest(config: &Config, secret: &str) -> String {
+    let password = config
+        .operator_password_hash
+        .as_deref()
+        .or(config.operator_password.as_deref())
+        .unwrap_or("");
+    let mut hasher = Sha256::new();
+    hasher.update(password.as_bytes());
+    hasher.update([0]);
+    hasher.update(secret.as_bytes());
+    hex::encode(hasher.finalize())
 }
 
-/// The browser that sent `headers`, if its secret is one a login gave.
-pub async fn known(db: &PgPool, headers: &HeaderMap) -> Result<Option<Browser>, sqlx::Error> {
+/// The browser that sent `headers`, if its secret is one a login under this password gave.
+pub async fn known(
+    db: &PgPool,
+    config: &Config,
+    headers: &HeaderMap,
+) -> Result<Option<Browser>, sqlx::Error> {
     let Some(secret) = secret_in(headers) else {
         return Ok(None);
     };
-    let secret_sha256 = digest(secret);
     let known = sqlx::query_scalar!(
         "SELECT secret_sha256 FROM operator_browsers
           WHERE secret_sha256 = $1 AND last_login_at > now() - make_interval(days => $2)",
-        secret_sha256,
+        digest(config, secret),
         KEPT_DAYS
     )
     .fetch_optional(db)
@@ -61,37 +80,57 @@ fn secret_in(headers: &HeaderMap) -> Option<&str> {
         .find_map(|(name, value)| (name == COOKIE && value.len() == SECRET_LEN).then_some(value))
 }
 
-/// After the right password: the browser's login is recorded (a known one) or it becomes
-/// known; the `Set-Cookie` that gives it its secret, when it is new.
+/// After the right password: the browser gets a new secret, in place of its old one when
+/// it was known (a copy of the old cookie is then worth nothing), and its 90 days start
+/// again; the `Set-Cookie` that gives it. Past [`MOST_BROWSERS`], the longest unused is
+/// forgotten.
 pub async fn remember(
     db: &PgPool,
+    config: &Config,
     browser: Option<&Browser>,
-    https: bool,
-) -> Result<Option<HeaderValue>, sqlx::Error> {
-    if let Some(browser) = browser {
-        sqlx::query!(
-            "UPDATE operator_browsers SET last_login_at = now() WHERE secret_sha256 = $1",
-            browser.secret_sha256
-        )
-        .execute(db)
-        .await?;
-        return Ok(None);
-    }
+) -> Result<HeaderValue, sqlx::Error> {
     let secret = random_secret(SECRET_LEN);
+    let new = digest(config, &secret);
+    let mut tx = db.begin().await?;
+    let renewed = match browser {
+        Some(browser) => sqlx::query!(
+            "UPDATE operator_browsers SET secret_sha256 = $2, last_login_at = now()
+              WHERE secret_sha256 = $1",
+            browser.secret_sha256,
+            new
+        )
+        .execute(&mut *tx)
+        .await?
+        .rows_affected(),
+        None => 0,
+    };
+    if renewed == 0 {
+        sqlx::query!(
+            "INSERT INTO operator_browsers (secret_sha256) VALUES ($1)",
+            new
+        )
+        .execute(&mut *tx)
+        .await?;
+    }
     sqlx::query!(
-        "INSERT INTO operator_browsers (secret_sha256) VALUES ($1)",
-        digest(&secret)
+        "DELETE FROM operator_browsers WHERE secret_sha256 NOT IN (
+             SELECT secret_sha256 FROM operator_browsers
+              ORDER BY last_login_at DESC LIMIT $1)",
+        MOST_BROWSERS
     )
-    .execute(db)
+    .execute(&mut *tx)
     .await?;
-    let secure = if https { "; Secure" } else { "" };
+    tx.commit().await?;
+    let secure = if config.served_over_https {
+        "; Secure"
+    } else {
+        ""
+    };
     let max_age = i64::from(KEPT_DAYS) * 86_400;
     let cookie = format!(
         "{COOKIE}={secret}; Path=/operator/login; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
     );
-    Ok(Some(
-        HeaderValue::from_str(&cookie).expect("a secret is alphanumeric"),
-    ))
+    Ok(HeaderValue::from_str(&cookie).expect("a secret is alphanumeric"))
 }
 
 /// Forgets browsers without a login for [`KEPT_DAYS`].

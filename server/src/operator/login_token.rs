@@ -14,9 +14,16 @@ const COOKIE: &str = "once_operator_login";
 /// How long a login form may be left open before it is sent.
 const KEPT_SECS: u32 = 3600;
 
-/// A new token for a login form, and the `Set-Cookie` that keeps it for the login.
-pub fn issue(https: bool) -> (String, HeaderValue) {
-    let token = random_secret(32);
+/// The length of a token, in alphanumeric characters.
+const TOKEN_LEN: usize = 32;
+
+/// The token for a login form, and the `Set-Cookie` that keeps it (an hour more) for the
+/// login: the one the browser holds already, so that a second tab's form, or one shown
+/// again by the back button, stays good; else a new one.
+pub fn issue(headers: &HeaderMap, https: bool) -> (String, HeaderValue) {
+    let token = kept(headers)
+        .filter(|kept| kept.len() == TOKEN_LEN && kept.bytes().all(|b| b.is_ascii_alphanumeric()))
+        .map_or_else(|| random_secret(TOKEN_LEN), str::to_owned);
     let secure = if https { "; Secure" } else { "" };
     let cookie = format!(
         "{COOKIE}={token}; Path=/operator/login; Max-Age={KEPT_SECS}; HttpOnly; SameSite=Strict{secure}"
@@ -25,16 +32,20 @@ pub fn issue(https: bool) -> (String, HeaderValue) {
     (token, cookie)
 }
 
-/// Whether the form's token is the one its cookie carries.
-pub fn matches(headers: &HeaderMap, given: &str) -> bool {
-    let kept = headers
+/// The token the browser's cookie carries.
+fn kept(headers: &HeaderMap) -> Option<&str> {
+    headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(name, value)| (name == COOKIE).then_some(value));
-    match kept {
+        .find_map(|(name, value)| (name == COOKIE).then_some(value))
+}
+
+/// Whether the form's token is the one its cookie carries.
+pub fn matches(headers: &HeaderMap, given: &str) -> bool {
+    match kept(headers) {
         Some(kept) if !kept.is_empty() => kept.as_bytes().ct_eq(given.as_bytes()).into(),
         _ => false,
     }
@@ -52,7 +63,7 @@ mod tests {
 
     #[test]
     fn only_the_token_its_cookie_carries_passes() {
-        let (token, cookie) = issue(true);
+        let (token, cookie) = issue(&HeaderMap::new(), true);
         let cookie = cookie.to_str().unwrap();
         assert!(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"));
         assert!(cookie.ends_with("; Secure"));
@@ -62,5 +73,14 @@ mod tests {
         assert!(!matches(&sent, ""));
         assert!(!matches(&HeaderMap::new(), &token), "no cookie, no login");
         assert!(!matches(&with_cookie(&format!("{COOKIE}=")), ""));
+    }
+
+    #[test]
+    fn a_second_form_gets_the_token_the_browser_holds_and_a_made_up_one_is_replaced() {
+        let (token, _) = issue(&HeaderMap::new(), false);
+        let held = with_cookie(&format!("{COOKIE}={token}"));
+        assert_eq!(issue(&held, false).0, token);
+        let odd = with_cookie(&format!("{COOKIE}=short"));
+        assert_ne!(issue(&odd, false).0, "short");
     }
 }

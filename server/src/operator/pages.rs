@@ -65,10 +65,15 @@ struct LoginPage {
 }
 
 /// The login form; its token is kept in a cookie, so looking at it stores nothing.
-pub async fn login_page(State(state): State<AppState>) -> Response {
-    let (csrf, cookie) = login_token::issue(state.config.served_over_https);
+pub async fn login_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    login_form(&state, &headers, None)
+}
+
+/// The login form with `notice`, its token renewed in its cookie.
+fn login_form(state: &AppState, headers: &HeaderMap, notice: Option<String>) -> Response {
+    let (csrf, cookie) = login_token::issue(headers, state.config.served_over_https);
     let page = LoginPage {
-        chrome: Chrome::visitor(&state.site, csrf, None),
+        chrome: Chrome::visitor(&state.site, csrf, notice),
     };
     ([(header::SET_COOKIE, cookie)], render(page)).into_response()
 }
@@ -83,7 +88,11 @@ pub async fn login(
     Form(form): Form<LoginForm>,
 ) -> Response {
     if !login_token::matches(&headers, &form.csrf) {
-        return forbidden();
+        // Not the form this browser was given (another site's, or one kept too long): the
+        // form again, nothing checked.
+        let notice = "That login form had expired: please enter the password again.";
+        let form = login_form(&state, &headers, Some(notice.into()));
+        return (StatusCode::FORBIDDEN, form).into_response();
     }
     let (client, browser, admission) = match admit(&state, &headers, client).await {
         Ok(admitted) => admitted,
@@ -106,12 +115,8 @@ pub async fn login(
     if let Err(response) = auth::log_in(&session).await {
         return response;
     }
-    let https = state.config.served_over_https;
-    match browsers::remember(&state.db, browser.as_ref(), https).await {
-        Ok(Some(cookie)) => {
-            ([(header::SET_COOKIE, cookie)], Redirect::to("/operator")).into_response()
-        }
-        Ok(None) => Redirect::to("/operator").into_response(),
+    match browsers::remember(&state.db, &state.config, browser.as_ref()).await {
+        Ok(cookie) => ([(header::SET_COOKIE, cookie)], Redirect::to("/operator")).into_response(),
         Err(e) => {
             tracing::warn!(error = %e, "operator console: this browser is not remembered");
             Redirect::to("/operator").into_response()
@@ -127,7 +132,7 @@ async fn admit(
     address: String,
 ) -> Result<(String, Option<Browser>, Admission), sqlx::Error> {
     let limits = &state.config.login_limits;
-    match browsers::known(&state.db, headers).await? {
+    match browsers::known(&state.db, &state.config, headers).await? {
         Some(browser) => {
             let client = browser.throttle_key();
             let admission = throttle::admit_browser(&state.db, &client, limits).await?;

@@ -94,9 +94,11 @@ async fn the_copy_the_browser_accepts_is_sent_and_kept_for_a_year_when_names_are
     // A name the file system takes, but not with the compressed copy's suffix; a NUL.
     let long = format!("/pkg/{}.wasm", "a".repeat(300));
     let almost = format!("/pkg/{}", "a".repeat(253));
+    let long_folder = format!("/pkg/{}/x.js", "a".repeat(300));
     for missing in [
         "/pkg/once.gone.wasm",
         &long,
+        &long_folder,
         &almost,
         "/pkg/%00",
         "/pkg/a%00.js",

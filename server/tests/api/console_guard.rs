@@ -285,7 +285,9 @@ async fn login_with_cookie(app: &TestApp, cookie: &str) -> reqwest::Response {
 async fn a_browser_the_operator_logged_in_from_gets_in_through_the_global_lock() {
     let app = spawn_guarded(limits(2, 4, Duration::from_secs(60))).await;
     let operator = shopper();
-    assert_eq!(login(&app, &operator, PASSWORD).await.status(), 303);
+    let first = login(&app, &operator, PASSWORD).await;
+    assert_eq!(first.status(), 303);
+    let first_secret = browser_cookie(&first);
     assert_eq!(app.count("operator_browsers").await, 1);
 
     // The operator's login counted for every client too: three guesses reach the cap of 4.
@@ -299,6 +301,8 @@ async fn a_browser_the_operator_logged_in_from_gets_in_through_the_global_lock()
     assert_eq!(login(&app, &operator, PASSWORD).await.status(), 303);
     assert!(logged_in(&app, &operator).await);
     assert_eq!(app.count("operator_browsers").await, 1, "known already");
+    // Its secret was renewed by that login: a copy of the old cookie is no browser now.
+    assert_eq!(login_with_cookie(&app, &first_secret).await.status(), 429);
 
     fail(&app, &operator, 2).await;
     assert_locked_out(login(&app, &operator, PASSWORD).await).await;
@@ -308,4 +312,39 @@ async fn a_browser_the_operator_logged_in_from_gets_in_through_the_global_lock()
         1,
         "the browser's own lock"
     );
+}
+
+/// The browser secret a login's answer gives, as a `name=value` cookie.
+fn browser_cookie(answer: &reqwest::Response) -> String {
+    answer
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_owned())
+        .find(|c| c.starts_with("once_operator_browser="))
+        .expect("a browser secret")
+}
+
+/// Whoever knew the password holds at most ten browsers' shares of guesses: an eleventh
+/// login forgets the longest unused (seen red without the bound: twelve rows); and a new
+/// password forgets every browser (seen red when the secret alone was stored).
+#[tokio::test]
+async fn browsers_are_bounded_and_forgotten_with_the_password() {
+    let app = spawn_guarded(limits(5, 100, Duration::from_secs(60))).await;
+    let mut secrets = vec![];
+    for _ in 0..12 {
+        let answer = login(&app, &shopper(), PASSWORD).await;
+        assert_eq!(answer.status(), 303);
+        secrets.push(browser_cookie(&answer));
+    }
+    assert_eq!(app.count("operator_browsers").await, 10);
+
+    // The same database, the password changed; the global cap reached by one guess.
+    let mut config = app.config.clone();
+    config.operator_password = Some("a-new-operator-password".into());
+    config.login_limits = limits(5, 1, Duration::from_secs(60));
+    let changed = start(config, app.db_name.clone()).await;
+    fail(&changed, &shopper_from([127, 0, 0, 7]), 1).await;
+    let newest = secrets.last().unwrap();
+    assert_eq!(login_with_cookie(&changed, newest).await.status(), 429);
 }

@@ -356,3 +356,43 @@ async fn only_a_login_stores_an_operator_session_and_ended_ones_are_forgotten() 
     let overview = operator.get(app.url("/operator")).send().await.unwrap();
     assert_eq!(overview.status(), 200, "the live session stays");
 }
+
+/// Two login forms open at once (a second tab, a page the back button shows again): each is
+/// good, since both carry the token the browser holds (seen red when every view made a new
+/// one: the first tab's login was refused 403). A form the browser was not given gets the
+/// form again, with a token that works.
+#[tokio::test]
+async fn a_second_login_tab_leaves_the_first_one_good() {
+    let app = spawn_console().await;
+    let client = shopper();
+    let first_tab = app.get_text(&client, "/operator/login").await;
+    let _second_tab = app.get_text(&client, "/operator/login").await;
+    let login = client
+        .post(app.url("/operator/login"))
+        .form(&[
+            ("csrf", csrf_in(&first_tab).as_str()),
+            ("password", PASSWORD),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status(), 303);
+
+    let stranger = shopper();
+    let refused = stranger
+        .post(app.url("/operator/login"))
+        .form(&[("csrf", "not-given"), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 403);
+    let again = refused.text().await.unwrap();
+    assert!(again.contains("expired"), "{again}");
+    let retried = stranger
+        .post(app.url("/operator/login"))
+        .form(&[("csrf", csrf_in(&again).as_str()), ("password", PASSWORD)])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retried.status(), 303);
+}
