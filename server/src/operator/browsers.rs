@@ -6,7 +6,7 @@
 //! from every address together cannot lock the operator out of a browser they do not hold,
 //! while a stolen cookie still buys one address's share of guesses, no more.
 
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
 use sqlx::PgPool;
 
@@ -71,13 +71,7 @@ pub async fn known(
 }
 
 fn secret_in(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(name, value)| (name == COOKIE && value.len() == SECRET_LEN).then_some(value))
+    super::cookies::value(headers, COOKIE).filter(|secret| secret.len() == SECRET_LEN)
 }
 
 /// After the right password: the browser gets a new secret, in place of its old one when

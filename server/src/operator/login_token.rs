@@ -5,7 +5,7 @@
 //! browser send the cookie, but cannot read it to write it into its form (and cross-site
 //! posts are refused before this anyway, `crate::origin`).
 
-use axum::http::{header, HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderValue};
 use subtle::ConstantTimeEq;
 
 use crate::credentials::random_secret;
@@ -34,13 +34,7 @@ pub fn issue(headers: &HeaderMap, https: bool) -> (String, HeaderValue) {
 
 /// The token the browser's cookie carries.
 fn kept(headers: &HeaderMap) -> Option<&str> {
-    headers
-        .get_all(header::COOKIE)
-        .iter()
-        .filter_map(|value| value.to_str().ok())
-        .flat_map(|value| value.split(';'))
-        .filter_map(|pair| pair.trim().split_once('='))
-        .find_map(|(name, value)| (name == COOKIE).then_some(value))
+    super::cookies::value(headers, COOKIE)
 }
 
 /// Whether the form's token is the one its cookie carries.
@@ -54,6 +48,7 @@ pub fn matches(headers: &HeaderMap, given: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use axum::http::header;
 
     fn with_cookie(cookie: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();

@@ -10,6 +10,7 @@ pub mod auth;
 mod browsers;
 mod charts;
 mod chrome;
+mod cookies;
 mod figures;
 mod journal;
 mod login_token;
