@@ -54,16 +54,22 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         }))
 }
 
+/// Whether `path` (as the request spells it) could name a file of the site: not when a part
+/// of it is too long for the file system, with the compressed copy's suffix, nor when it
+/// holds a NUL. Such a path is a miss without asking the file system, which would fail on it
+/// (a 500, and an ERROR line in the log).
+pub fn could_name_a_file(path: &str) -> bool {
+    let nul = path.to_ascii_lowercase().contains("%00");
+    let too_long = path.split('/').any(|part| part.len() > MAX_NAME);
+    !nul && !too_long && path.len() <= 4 * MAX_NAME
+}
+
 /// A file found (or still current) may be kept as its name allows, by a cache that tells the
 /// encodings apart. A miss is left to `headers::protective`, which forbids keeping it.
 async fn caching(kept: Arc<HashSet<String>>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     let name = path.rsplit('/').next().unwrap_or("");
-    // A NUL, which no file name holds, is a miss too (the file system would refuse it), and
-    // so is a directory's name too long for it.
-    let nul = path.to_ascii_lowercase().contains("%00");
-    let too_long = path.split('/').any(|part| part.len() > MAX_NAME);
-    if too_long || path.len() > 4 * MAX_NAME || nul {
+    if !could_name_a_file(path) {
         return (StatusCode::NOT_FOUND, "no such file").into_response();
     }
     let keep = if kept.contains(name) {

@@ -3,7 +3,11 @@
 
 use std::sync::Arc;
 
-use axum::Router;
+use axum::{
+    extract::{Request, State},
+    http::Uri,
+    Router,
+};
 use leptos::prelude::*;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use sqlx::PgPool;
@@ -16,7 +20,7 @@ use app::{
 };
 use domain::{Cart, Checkout, Order, Product};
 
-use crate::{cart, catalog, orders, page_deadline, refusals, session, state::AppState};
+use crate::{assets, cart, catalog, orders, page_deadline, refusals, session, state::AppState};
 
 /// The page routes and server functions, with the backend in every request's context; any
 /// other path is a file of the site's assets or the 404 page.
@@ -45,16 +49,34 @@ pub fn router(state: &AppState) -> Router<AppState> {
             },
             move || shell(options.clone()),
         )
-        .fallback(leptos_axum::file_and_error_handler_with_context::<
-            AppState,
-            _,
-        >(page_context, shell))
+        .fallback(files_or_not_found(page_context))
         .layer(axum::middleware::from_fn(page_deadline::rerender_stalled))
         .layer(axum::middleware::from_fn_with_state(
             refusals::ServerFnBodyLimit(state.config.max_body_bytes),
             refusals::server_fn_bodies,
         ))
 }
+
+/// Any other path: a file of the site (the favicon), else the 404 page. A path that could
+/// name no file (`assets::could_name_a_file`) is not looked up at all, so the file system's
+/// refusal of it is neither a 500 nor an ERROR line in the log.
+fn files_or_not_found(
+    page_context: impl Fn() + Clone + Send + 'static,
+) -> impl Fn(Uri, State<AppState>, Request) -> BoxedResponse + Clone + Send + 'static {
+    let files_or_pages =
+        leptos_axum::file_and_error_handler_with_context::<AppState, _>(page_context, shell);
+    move |uri: Uri, state: State<AppState>, request: Request| {
+        let looked_up = if assets::could_name_a_file(uri.path()) {
+            uri
+        } else {
+            Uri::from_static("/.no-such-file")
+        };
+        files_or_pages(looked_up, state, request)
+    }
+}
+
+type BoxedResponse =
+    std::pin::Pin<Box<dyn std::future::Future<Output = axum::response::Response> + Send>>;
 
 /// Gives Leptos the nonce the policy header names (`headers::protective` made it), so its
 /// inline hydration scripts carry it; without one, Leptos would make its own, which the

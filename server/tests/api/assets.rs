@@ -234,3 +234,22 @@ async fn every_shop_and_console_page_links_the_files_the_build_named() {
     }
     std::fs::remove_dir_all(root).ok();
 }
+
+/// A path no file of the site could have (a part too long for the file system) is the 404
+/// page, never looked up: no ERROR line in the log (seen red: the site's file lookup logged
+/// "Failed to read file" for each such request).
+#[tokio::test]
+async fn a_path_no_file_could_have_is_the_404_page_and_logs_no_error() {
+    let (app, root) = serving_site(false).await;
+    // From here: the start-up check's line about this made-up site is not what is asked.
+    let (logs, _hearing) = crate::helpers::Logs::capture();
+    let long = format!("/{}", "a".repeat(300));
+    let long_folder = format!("/{}/x.svg", "b".repeat(300));
+    for path in [long, long_folder] {
+        let (status, _, page) = get(&app.address, &path, Some("br")).await;
+        assert_eq!(status, 404, "{path}");
+        assert!(page.contains("Page not found"), "{page}");
+    }
+    assert_eq!(logs.at(tracing::Level::ERROR), Vec::<String>::new());
+    std::fs::remove_dir_all(root).ok();
+}
