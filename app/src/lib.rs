@@ -37,9 +37,10 @@ use pages::{
 /// the operator console), or read from the build's names when none was provided.
 #[cfg(feature = "ssr")]
 pub fn shell(options: LeptosOptions) -> impl IntoView {
-    let stylesheet = use_context::<site_files::SiteFiles>()
-        .unwrap_or_else(|| site_files::SiteFiles::of(&options))
-        .stylesheet_href();
+    let stylesheet = use_context::<std::sync::Arc<site_files::SiteFiles>>().map_or_else(
+        || site_files::SiteFiles::of(&options).stylesheet_href(),
+        |site| site.stylesheet_href(),
+    );
     view! {
         <!DOCTYPE html>
         <html lang="en">

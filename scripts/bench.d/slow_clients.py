@@ -15,20 +15,21 @@ import sys
 import time
 
 
-def rss_mib(pid):
+def status_mib(pid, field):
+    """A memory figure of the process's /proc status, in MiB: VmRSS (now) or VmHWM (peak)."""
     with open(f"/proc/{pid}/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
+
+
+def rss_mib(pid):
+    return status_mib(pid, "VmRSS")
 
 
 def peak_mib(pid):
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
+    return status_mib(pid, "VmHWM")
 
 
 def open_slow(host, port, header_kb=0, source=None):

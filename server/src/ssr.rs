@@ -31,7 +31,8 @@ pub fn router(state: &AppState) -> Router<AppState> {
         cart_adds_per_hour: state.config.limits.cart_adds_per_hour,
     }));
     let options = (*state.leptos).clone();
-    let site = (*state.site).clone();
+    // Shared, not copied, into every page's context.
+    let site = state.site.clone();
     let page_context = move || {
         provide_context(site.clone());
         provide_request_nonce();

@@ -13,6 +13,7 @@ mod chrome;
 mod cookies;
 mod figures;
 mod journal;
+mod login;
 mod login_token;
 mod overview;
 mod pages;
@@ -30,8 +31,8 @@ pub use browsers::forget_unused as forget_unused_browsers;
 
 pub fn router() -> Router<AppState> {
     Router::new()
-        .route("/operator/login", get(pages::login_page).post(pages::login))
-        .route("/operator/logout", post(pages::logout))
+        .route("/operator/login", get(login::login_page).post(login::login))
+        .route("/operator/logout", post(login::logout))
         .route("/operator", get(overview::overview))
         .route("/operator/search", get(journal::search))
         .route("/operator/orders/{order_no}", get(journal::order_journal))

@@ -1,4 +1,4 @@
-//! The console's pages and actions. Every action checks the form's CSRF token first and
+//! The console's pages and actions, after the login (`login`). Every action checks the form's CSRF token first and
 //! answers with a redirect to its page; its short notice waits in the operator's session for
 //! that page (never in the address, where a link made elsewhere could put any text).
 
@@ -8,7 +8,7 @@ use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{
     extract::{Path, State},
-    http::{header, HeaderMap, StatusCode},
+    http::{header, StatusCode},
     response::{Html, IntoResponse, Redirect, Response},
     Form,
 };
@@ -20,22 +20,13 @@ use uuid::Uuid;
 
 use super::{
     auth::{self, Operator},
-    browsers::{self, Browser},
     chrome::Chrome,
-    login_token,
-    throttle::{self, Admission, Client, Locks},
 };
 use crate::{error::ApiError, fulfillment::Fulfillment, reconcile, state::AppState};
 
 #[derive(Deserialize)]
 pub struct CsrfForm {
-    csrf: String,
-}
-
-#[derive(Deserialize)]
-pub struct LoginForm {
-    csrf: String,
-    password: String,
+    pub(super) csrf: String,
 }
 
 pub(super) fn render(template: impl Template) -> Response {
@@ -50,162 +41,12 @@ async fn back(session: &Session, to: &str, notice: &str) -> Response {
     Redirect::to(to).into_response()
 }
 
-fn forbidden() -> Response {
+pub(super) fn forbidden() -> Response {
     (
         StatusCode::FORBIDDEN,
         "the form's CSRF token is missing or wrong",
     )
         .into_response()
-}
-
-#[derive(Template)]
-#[template(path = "operator/login.html")]
-struct LoginPage {
-    chrome: Chrome,
-}
-
-/// The login form; its token is kept in a cookie, so looking at it stores nothing.
-pub async fn login_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    login_form(&state, &headers, None)
-}
-
-/// The login form with `notice`, its token renewed in its cookie.
-fn login_form(state: &AppState, headers: &HeaderMap, notice: Option<String>) -> Response {
-    let (csrf, cookie) = login_token::issue(headers, state.config.served_over_https);
-    let page = LoginPage {
-        chrome: Chrome::visitor(&state.site, csrf, notice),
-    };
-    ([(header::SET_COOKIE, cookie)], render(page)).into_response()
-}
-
-/// The login: counted by the throttle before the password is looked at, and refused
-/// unchecked while a lock holds (docs/design.md, "The operator console").
-pub async fn login(
-    State(state): State<AppState>,
-    Client(client): Client,
-    session: Session,
-    headers: HeaderMap,
-    Form(form): Form<LoginForm>,
-) -> Response {
-    if !login_token::matches(&headers, &form.csrf) {
-        // Not the form this browser was given (another site's, or one kept too long): the
-        // form again, nothing checked.
-        let notice = "That login form had expired: please enter the password again.";
-        let form = login_form(&state, &headers, Some(notice.into()));
-        return (StatusCode::FORBIDDEN, form).into_response();
-    }
-    let (client, browser, admission) = match admit(&state, &headers, client).await {
-        Ok(admitted) => admitted,
-        Err(e) => return ApiError::from(e).into_response(),
-    };
-    let locks = match admission {
-        Admission::Checked(locks) => locks,
-        Admission::Refused { retry_after_secs } => {
-            return locked_out(&state.site, retry_after_secs)
-        }
-    };
-    let right = password_ok(&state, form.password).await;
-    throttle::report(&state.metrics, &client, &locks, right);
-    if !right {
-        return wrong_password(&state.site, form.csrf, &locks);
-    }
-    if let Err(e) = throttle::forget(&state.db, &client).await {
-        tracing::warn!(error = %e, "operator console: this address's failed logins stay counted");
-    }
-    if let Err(response) = auth::log_in(&session).await {
-        return response;
-    }
-    match browsers::remember(&state.db, &state.config, browser.as_ref()).await {
-        Ok(cookie) => ([(header::SET_COOKIE, cookie)], Redirect::to("/operator")).into_response(),
-        Err(e) => {
-            tracing::warn!(error = %e, "operator console: this browser is not remembered");
-            Redirect::to("/operator").into_response()
-        }
-    }
-}
-
-/// Counts the attempt: under the browser, when it is one an operator logged in from, else
-/// under its address and with every client. The name it was counted under is returned.
-async fn admit(
-    state: &AppState,
-    headers: &HeaderMap,
-    address: String,
-) -> Result<(String, Option<Browser>, Admission), sqlx::Error> {
-    let limits = &state.config.login_limits;
-    match browsers::known(&state.db, &state.config, headers).await? {
-        Some(browser) => {
-            let client = browser.throttle_key();
-            let admission = throttle::admit_browser(&state.db, &client, limits).await?;
-            Ok((client, Some(browser), admission))
-        }
-        None => {
-            let admission = throttle::admit(&state.db, &address, limits).await?;
-            Ok((address, None, admission))
-        }
-    }
-}
-
-/// The password check, off the runtime's threads (an argon2 hash costs milliseconds).
-async fn password_ok(state: &AppState, given: String) -> bool {
-    let config = state.config.clone();
-    tokio::task::spawn_blocking(move || auth::password_ok(&config, &given))
-        .await
-        .unwrap_or(false)
-}
-
-/// The form again, with the token its cookie still carries; nothing is stored.
-fn wrong_password(site: &SiteFiles, csrf: String, locks: &Locks) -> Response {
-    let notice = match locks.address.max(locks.every_client) {
-        Some(secs) => format!(
-            "Wrong password. Too many failed logins: none is checked for {}.",
-            wait_words(secs)
-        ),
-        None => "Wrong password.".into(),
-    };
-    let page = LoginPage {
-        chrome: Chrome::visitor(site, csrf, Some(notice)),
-    };
-    (StatusCode::UNAUTHORIZED, render(page)).into_response()
-}
-
-#[derive(Template)]
-#[template(path = "operator/locked.html")]
-struct LockedPage {
-    chrome: Chrome,
-    until: String,
-    wait: String,
-}
-
-/// 429 with `Retry-After`, and a page that says when to come back.
-fn locked_out(site: &SiteFiles, retry_after_secs: u64) -> Response {
-    let until = chrono::Utc::now() + chrono::Duration::seconds(retry_after_secs as i64);
-    let page = LockedPage {
-        chrome: Chrome::visitor(site, String::new(), None),
-        until: until.format("%H:%M:%S UTC").to_string(),
-        wait: wait_words(retry_after_secs),
-    };
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        [(header::RETRY_AFTER, retry_after_secs.to_string())],
-        render(page),
-    )
-        .into_response()
-}
-
-fn wait_words(secs: u64) -> String {
-    match secs {
-        1 => "1 second".into(),
-        0..=119 => format!("{secs} seconds"),
-        _ => format!("{} minutes", secs.div_ceil(60)),
-    }
-}
-
-pub async fn logout(operator: Operator, Form(form): Form<CsrfForm>) -> Response {
-    if !auth::csrf_ok(&operator.session, &form.csrf).await {
-        return forbidden();
-    }
-    auth::log_out(&operator.session).await;
-    Redirect::to("/operator/login").into_response()
 }
 
 struct RunRow {
