@@ -1,13 +1,9 @@
-//! Bounded resources per client: rate limits (429 with Retry-After), quotas on what one
-//! session stores, slow connections closed, and connections past the cap shed with a 503.
+//! Bounded resources per client: rate limits (429 with Retry-After) and quotas on what one
+//! session stores. The bounds on connections are in `connections.rs`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use server::config::Rate;
-use tokio::{
-    io::{AsyncReadExt, AsyncWriteExt},
-    net::TcpStream,
-};
 
 use crate::helpers::*;
 
@@ -222,86 +218,6 @@ async fn a_session_adds_to_its_cart_at_most_its_hourly_quota() {
     assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 2);
 }
 
-fn address(app: &TestApp) -> String {
-    app.address.trim_start_matches("http://").to_owned()
-}
-
-/// Reads until the server closes the connection; how long that took.
-async fn closed_after(stream: &mut TcpStream, limit: Duration) -> Duration {
-    let started = Instant::now();
-    let mut sink = [0u8; 1024];
-    loop {
-        match tokio::time::timeout(limit, stream.read(&mut sink)).await {
-            Ok(Ok(0) | Err(_)) => return started.elapsed(),
-            Ok(Ok(_)) => {}
-            Err(_) => panic!("the connection was still open after {limit:?}"),
-        }
-    }
-}
-
-#[tokio::test]
-async fn connections_that_never_finish_their_headers_are_closed() {
-    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
-    let mut partial = TcpStream::connect(address(&app)).await.unwrap();
-    partial
-        .write_all(b"GET /api/products HTTP/1.1\r\nHost: shop\r\nX-Slow: ")
-        .await
-        .unwrap();
-    let mut silent = TcpStream::connect(address(&app)).await.unwrap();
-    let limit = Duration::from_secs(5);
-    assert!(closed_after(&mut partial, limit).await < limit);
-    assert!(closed_after(&mut silent, limit).await < limit);
-}
-
-/// Opens a connection, sends `request` and reads the first answer.
-async fn ask(app: &TestApp, request: &[u8]) -> (TcpStream, String) {
-    let mut stream = TcpStream::connect(address(app)).await.unwrap();
-    stream.write_all(request).await.unwrap();
-    let mut answer = vec![0u8; 2048];
-    let n = stream.read(&mut answer).await.unwrap();
-    let answer = String::from_utf8_lossy(&answer[..n]).to_string();
-    (stream, answer)
-}
-
-/// Opens up to `most` connections, each asking for `/healthz` and kept open, until one is
-/// shed: the connections served, and the shed one's answer.
-async fn connect_until_shed(app: &TestApp, most: usize) -> (Vec<TcpStream>, Option<String>) {
-    let mut held = Vec::new();
-    for _ in 0..most {
-        let (stream, answer) = ask(app, b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n").await;
-        if answer.starts_with("HTTP/1.1 503") {
-            return (held, Some(answer));
-        }
-        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
-        held.push(stream);
-    }
-    (held, None)
-}
-
-#[tokio::test]
-async fn connections_past_the_cap_are_answered_503_and_closed() {
-    let app = spawn_app_with(|c| c.limits.max_connections = 3).await;
-    let (held, shed) = connect_until_shed(&app, 5).await;
-    let shed = shed.expect("no connection was shed");
-    assert!(shed.contains("retry-after: 1"), "{shed}");
-    assert!(shed.contains("application/problem+json"), "{shed}");
-    // Places come back when connections close.
-    drop(held);
-    let client = shopper();
-    let mut status = 0;
-    for _ in 0..50 {
-        status = match client.get(app.url("/healthz")).send().await {
-            Ok(r) => r.status().as_u16(),
-            Err(_) => 0,
-        };
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(status, 200);
-}
-
 /// Ten tabs of one session place orders at the same instant (a barrier) with a quota of
 /// three: the database counts them one after another, so exactly three are made.
 #[tokio::test]
@@ -377,64 +293,4 @@ async fn no_spelling_of_the_cookie_escapes_the_session_write_rate() {
         "a burst of two (and one more second at most): {statuses:?}"
     );
     assert!(statuses.contains(&429), "{statuses:?}");
-}
-
-/// A connection that sends one byte and stops, and a connection that sends nothing, are
-/// both closed after the header timeout.
-#[tokio::test]
-async fn a_connection_that_sends_one_byte_and_stops_is_closed() {
-    let app = spawn_app_with(|c| c.limits.header_read_timeout = Duration::from_millis(300)).await;
-    let mut one_byte = TcpStream::connect(address(&app)).await.unwrap();
-    one_byte.write_all(b"P").await.unwrap();
-    let limit = Duration::from_secs(5);
-    assert!(closed_after(&mut one_byte, limit).await < limit);
-}
-
-/// Headers that never end: past `MAX_HEADER_BYTES` the connection is answered 431 and
-/// closed at once, rather than held (with its buffer) until the header timeout; seen red
-/// with hyper's own bound of about 400 KB, where this connection was still open.
-#[tokio::test]
-async fn headers_past_their_bound_are_answered_431_and_closed() {
-    let app = spawn_app().await;
-    let mut stream = TcpStream::connect(address(&app)).await.unwrap();
-    stream
-        .write_all(b"GET /healthz HTTP/1.1\r\nhost: once\r\n")
-        .await
-        .unwrap();
-    let line = format!("x-filler: {}\r\n", "a".repeat(1000));
-    for _ in 0..64 {
-        if stream.write_all(line.as_bytes()).await.is_err() {
-            break; // closed by the server already
-        }
-    }
-    let mut answer = vec![];
-    let read = tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut answer));
-    let _ = read
-        .await
-        .expect("closed within seconds, not at the header timeout");
-    let answer = String::from_utf8_lossy(&answer);
-    assert!(answer.starts_with("HTTP/1.1 431"), "{answer}");
-}
-
-#[tokio::test]
-async fn one_client_holds_at_most_its_share_of_connections() {
-    let app = spawn_app_with(|c| c.limits.max_connections_per_client = 2).await;
-    let (held, shed) = connect_until_shed(&app, 4).await;
-    assert!(
-        shed.is_some(),
-        "a third connection from one address is shed"
-    );
-    assert!(held.len() <= 2);
-}
-
-#[tokio::test]
-async fn a_broken_chunked_body_is_a_bad_request_not_too_large() {
-    let app = spawn_app().await;
-    let (_, answer) = ask(
-        &app,
-        b"POST /_fn/get_cart HTTP/1.1\r\nHost: shop\r\nContent-Type: application/x-www-form-urlencoded\r\n\
-          Transfer-Encoding: chunked\r\n\r\nZZ\r\nnope\r\n0\r\n\r\n",
-    )
-    .await;
-    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }

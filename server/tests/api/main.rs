@@ -9,6 +9,7 @@ mod card_secrecy;
 mod cart;
 mod checkout;
 mod conformance;
+mod connections;
 mod console_guard;
 mod console_pages;
 mod cross_site;
