@@ -33,6 +33,10 @@ pub const BATCH: usize = 100;
 /// A message delivered this many times its tries without an answer has killed its consumer
 /// each time (or hung it past the ack wait): it is written off rather than looped on.
 const UNANSWERED_FACTOR: u32 = 2;
+/// The longest a consumer that met an outage waits for the database before fetching again.
+/// Every fetch during an outage would send its messages back once more, and enough of those
+/// would look like a message that kills its consumer ([`UNANSWERED_FACTOR`]).
+const OUTAGE_WAIT: Duration = Duration::from_secs(30);
 
 /// Tries and backoff between them.
 #[derive(Clone, Copy, Debug)]
@@ -102,6 +106,7 @@ impl Consumer {
                 }
             }
         }
+        let mut outage = false;
         match batch.len() {
             0 => {}
             1 => alone.append(&mut batch),
@@ -110,6 +115,7 @@ impl Consumer {
                 Err(e) if splits(&e) => alone.append(&mut batch),
                 // The database is away or busy: its events wait as a batch, not one by one.
                 Err(e) => {
+                    outage = true;
                     for (delivery, _) in &batch {
                         self.answer_retry(delivery, &e).await;
                     }
@@ -118,9 +124,25 @@ impl Consumer {
         }
         for (delivery, event) in &alone {
             let outcome = apply_one(&self.db, self.handler.as_ref(), event).await;
+            outage |= matches!(&outcome, Err(e) if !splits(e));
             self.answer(delivery, outcome).await;
         }
+        if outage {
+            self.wait_for_database().await;
+        }
         count
+    }
+
+    /// Waits (at most [`OUTAGE_WAIT`]) until the database takes writes again, so that an
+    /// outage costs each message one delivery, not one per fetch while it lasts.
+    async fn wait_for_database(&self) {
+        let deadline = tokio::time::Instant::now() + OUTAGE_WAIT;
+        let mut attempt = 1;
+        while tokio::time::Instant::now() < deadline && !takes_writes(&self.db).await {
+            let pause = self.policy.backoff(attempt).max(Duration::from_millis(50));
+            tokio::time::sleep(pause).await;
+            attempt += 1;
+        }
     }
 
     /// The event a delivery carries, or why it will never be applied: a body that is not an
@@ -257,6 +279,15 @@ impl Consumer {
             }
         }
     }
+}
+
+/// Whether a new transaction on `db` may write: the database is reachable and, during a
+/// failover, the node reached is the primary and open for writes.
+async fn takes_writes(db: &PgPool) -> bool {
+    sqlx::query_scalar::<_, bool>("SELECT NOT current_setting('transaction_read_only')::bool")
+        .fetch_one(db)
+        .await
+        .unwrap_or(false)
 }
 
 /// Whether a failed batch is applied again one event at a time: when an event in it failed

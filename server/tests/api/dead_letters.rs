@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use sqlx::Connection;
+
 use once_events::{
     bus::Message,
     dead_letters::{self, RetryError},
@@ -124,6 +126,66 @@ async fn a_malformed_message_is_a_dead_letter_at_once_on_postgres() {
 #[tokio::test]
 async fn a_malformed_message_is_a_dead_letter_at_once_on_nats() {
     a_malformed_message_is_a_dead_letter_at_once(OnBus::Nats).await;
+}
+
+/// A failover holds the database read-only for a while. A consumer that meets it waits for
+/// the database to take writes again instead of fetching on: each fetch would send the
+/// message back once more, and enough of those read as a message that kills its consumer
+/// (written off "without an answer", a dead letter of an event that did nothing wrong).
+#[tokio::test]
+async fn an_outage_costs_a_message_one_delivery_not_its_dead_letter() {
+    let app = spawn_chain(OnBus::Nats, |_| {}).await;
+    let orders = app.paid_orders(1).await;
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.unwrap();
+    context.relay().try_execute_task().await.unwrap();
+    let db = app.db_name.clone();
+    app.admin(&format!(
+        "ALTER DATABASE {db} SET default_transaction_read_only = on"
+    ))
+    .await;
+    app.kill_connections().await;
+    let failover = Duration::from_millis(1500);
+    let reopen = tokio::spawn(async move {
+        tokio::time::sleep(failover).await;
+        let mut admin = sqlx::PgConnection::connect(&format!("{}/postgres", admin_url()))
+            .await
+            .unwrap();
+        for sql in [
+            format!("ALTER DATABASE {db} RESET default_transaction_read_only"),
+            format!(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{db}'"
+            ),
+        ] {
+            sqlx::query(&sql).execute(&mut admin).await.unwrap();
+        }
+    });
+    // Fetching in a loop through the outage and after it: twice the tries (3) would be
+    // spent in the first few hundred milliseconds without the wait.
+    let started = std::time::Instant::now();
+    while started.elapsed() < failover * 2 {
+        let _ = consumer.try_execute_task(Duration::from_millis(50)).await;
+        if app.count("consumed_events").await > 0 {
+            break;
+        }
+    }
+    reopen.await.unwrap();
+    for _ in 0..40 {
+        consumer
+            .try_execute_task(Duration::from_millis(100))
+            .await
+            .unwrap();
+        if app.count("fulfillments").await > 0 {
+            break;
+        }
+    }
+    assert_eq!(
+        app.count("dead_letters").await,
+        0,
+        "no dead letter for an outage"
+    );
+    app.assert_each_order_shipped_once(&orders, MUGS).await;
+    app.drop_stream().await;
 }
 
 /// Makes inserts into `table` fail (as a bad deploy or a full disk would) until `allow`.
