@@ -30,7 +30,7 @@ use once_events::outbox::Event;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-pub use read::{for_order, search, Entry, Found, Journal, OrderHeading, MAX_ENTRIES};
+pub use read::{for_order, search, Entry, Found, Journal, OrderHeading, View, Window, PAGE};
 pub use repeats::{RepeatLog, RepeatWriter, FLUSH_EVERY};
 
 /// Who acts in a transaction, for its entries' `actor` (requests are the default, `shop`).
@@ -39,6 +39,8 @@ pub enum Actor {
     Callback,
     Reconciler,
     Fulfillment,
+    /// The shop cancelling an order nobody paid in time (`orders::expire_unpaid`).
+    Expiry,
 }
 
 impl Actor {
@@ -47,6 +49,7 @@ impl Actor {
             Self::Callback => "callback",
             Self::Reconciler => "reconciler",
             Self::Fulfillment => "fulfillment",
+            Self::Expiry => "expiry",
         }
     }
 }
@@ -181,10 +184,13 @@ pub async fn skipped_deliveries(
     Ok(())
 }
 
-/// Forgets the stories that ended more than `retention` ago (the keys' retention), whole:
-/// an order's entries once its latest is that old, and a not-yet-linked request's once its
-/// key's latest is; never the beginning of a story still being written. A batch at a time,
-/// so a large backlog never holds one long transaction. How many were forgotten.
+/// Forgets what the retention lets go (docs/design.md, "The order journal"). A story's
+/// changes (its order's, its money's: [`read::MONEY_KINDS`], and the events, deliveries and
+/// letters that follow them) are forgotten together, once its last change is `retention`
+/// old: a story is never cut. Its requests and repeats are forgotten with their keys, each
+/// once it is `retention` old: they change nothing, so a shopper sending them cannot keep a
+/// story alive, nor grow it past what their rate writes in one retention. A batch at a
+/// time, so a large backlog never holds one long transaction. How many were forgotten.
 pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
     let mut forgotten = 0;
     loop {
@@ -193,18 +199,13 @@ pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::E
              DELETE FROM order_journal WHERE id IN (
                  SELECT j.id FROM order_journal j, cutoff
                   WHERE j.at < cutoff.at
-                    AND NOT EXISTS (SELECT 1 FROM order_journal n
-                                     WHERE n.order_id = j.order_id AND n.at >= cutoff.at)
-                    AND NOT EXISTS (SELECT 1 FROM order_journal n
-                                     WHERE j.order_id IS NULL AND n.scope_tag = j.scope_tag
-                                       AND n.idempotency_key = j.idempotency_key
-                                       AND n.at >= cutoff.at)
-                    -- A request from before its order existed lives as long as that order's story.
-                    AND NOT EXISTS (SELECT 1 FROM order_journal l
-                                      JOIN order_journal n ON n.order_id = l.order_id
-                                     WHERE j.order_id IS NULL AND l.scope_tag = j.scope_tag
-                                       AND l.idempotency_key = j.idempotency_key
-                                       AND n.at >= cutoff.at)
+                    AND (j.kind IN ('request', 'replay', 'in_progress', 'key_reused')
+                         -- The same kinds as the money index's (migration 0014), read through it.
+                         OR NOT EXISTS (SELECT 1 FROM order_journal n
+                                         WHERE n.order_id = j.order_id AND n.at >= cutoff.at
+                                           AND n.kind IN ('status', 'payment', 'provider_call',
+                                                          'callback', 'refund', 'finding',
+                                                          'fulfillment', 'email', 'dead_letter')))
                   LIMIT 5000)",
             (retention.as_millis() as i64),
         )

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{
-    extract::{Path, Query, State},
+    extract::{rejection::QueryRejection, Path, Query, State},
     http::StatusCode,
     response::{IntoResponse, Redirect, Response},
 };
@@ -16,7 +16,7 @@ use sqlx::PgPool;
 use super::{auth::Operator, chrome::Chrome, pages::render};
 use crate::{
     error::ApiError,
-    journal::{self, Entry, Found, OrderHeading},
+    journal::{self, Entry, Found, OrderHeading, View, Window},
 };
 
 #[derive(Template)]
@@ -26,8 +26,48 @@ struct JournalPage {
     order: OrderHeading,
     total: String,
     entries: Vec<Entry>,
-    hidden: i64,
-    gap_at: usize,
+    /// Whether only the order's and its money's entries are shown.
+    money_only: bool,
+    /// The entry a search matched, marked on the page.
+    matched: Option<i64>,
+    /// The links to the neighbouring pages, when the story goes on that way.
+    earlier: Option<String>,
+    later: Option<String>,
+    /// This view's first and latest pages, and the other view's first page.
+    first: String,
+    latest: String,
+    other_view: String,
+}
+
+/// Where a journal page starts, and what it shows: `?only=money`, and at most one of
+/// `after`, `before` (entry ids: the neighbouring pages), `from` (a search's match) or
+/// `latest`.
+#[derive(Deserialize, Default)]
+pub struct PageQuery {
+    only: Option<String>,
+    after: Option<i64>,
+    before: Option<i64>,
+    from: Option<i64>,
+    latest: Option<String>,
+}
+
+impl PageQuery {
+    fn view(&self) -> View {
+        match self.only.as_deref() {
+            Some("money") => View::Money,
+            _ => View::All,
+        }
+    }
+
+    fn window(&self) -> Window {
+        match (self.after, self.before, self.from) {
+            (Some(id), _, _) => Window::After(id),
+            (_, Some(id), _) => Window::Before(id),
+            (_, _, Some(id)) => Window::From(id),
+            _ if self.latest.is_some() => Window::Latest,
+            _ => Window::First,
+        }
+    }
 }
 
 pub async fn order_journal(
@@ -35,13 +75,17 @@ pub async fn order_journal(
     State(db): State<PgPool>,
     State(site): State<Arc<SiteFiles>>,
     Path(order_no): Path<String>,
+    query: Result<Query<PageQuery>, QueryRejection>,
 ) -> Result<Response, ApiError> {
+    // A query string no page has (a word for a number) is the story's first page.
+    let query = query.map(|Query(query)| query).unwrap_or_default();
+    let (view, window) = (query.view(), query.window());
     let Some(journal::Journal {
         order,
         entries,
-        hidden,
-        gap_at,
-    }) = journal::for_order(&db, &order_no).await?
+        earlier,
+        later,
+    }) = journal::for_order(&db, &order_no, view, window).await?
     else {
         return Ok(not_found(&site, &operator).await);
     };
@@ -51,10 +95,34 @@ pub async fn order_journal(
         order.total_cents % 100,
         order.currency
     );
+    let base = format!("/operator/orders/{}", order.order_no);
+    let only = if view == View::Money {
+        "only=money&"
+    } else {
+        ""
+    };
+    let link = |rest: String| format!("{base}?{only}{rest}");
     Ok(render(JournalPage {
         chrome: Chrome::operator(&site, &operator).await,
-        hidden,
-        gap_at,
+        money_only: view == View::Money,
+        matched: match window {
+            Window::From(id) => Some(id),
+            _ => None,
+        },
+        earlier: earlier
+            .then(|| entries.first())
+            .flatten()
+            .map(|e| link(format!("before={}", e.id))),
+        later: later
+            .then(|| entries.last())
+            .flatten()
+            .map(|e| link(format!("after={}", e.id))),
+        first: link(String::new()),
+        latest: link("latest=1".into()),
+        other_view: match view {
+            View::Money => base.clone(),
+            View::All => format!("{base}?only=money"),
+        },
         order,
         total,
         entries,
@@ -85,7 +153,11 @@ pub async fn search(
 ) -> Result<Response, ApiError> {
     let found = journal::search(&db, &q).await?;
     if let [only] = found.as_slice() {
-        return Ok(Redirect::to(&format!("/operator/orders/{}", only.order_no)).into_response());
+        let journal = match only.entry {
+            Some(entry) => format!("/operator/orders/{}?from={entry}#e{entry}", only.order_no),
+            None => format!("/operator/orders/{}", only.order_no),
+        };
+        return Ok(Redirect::to(&journal).into_response());
     }
     let status = if found.is_empty() && !q.trim().is_empty() {
         StatusCode::NOT_FOUND

@@ -154,10 +154,15 @@ async fn a_409_before_the_order_existed_is_in_its_story_through_its_key() {
     assert_eq!(placed.status(), 201);
     let order: serde_json::Value = placed.json().await.unwrap();
     let order_no = order["order_no"].as_str().unwrap();
-    let journal = server::journal::for_order(&app.db, order_no)
-        .await
-        .unwrap()
-        .expect("the order");
+    let journal = server::journal::for_order(
+        &app.db,
+        order_no,
+        server::journal::View::All,
+        server::journal::Window::First,
+    )
+    .await
+    .unwrap()
+    .expect("the order");
     let kinds: Vec<&str> = journal.entries.iter().map(|e| e.kind.as_str()).collect();
     // The order's row was written before the hold; the 409 came while it was held.
     assert_eq!(
@@ -187,10 +192,15 @@ async fn a_409_before_the_order_existed_is_in_its_story_through_its_key() {
     assert_eq!(theirs.await.unwrap().unwrap().status(), 201);
     // The stranger's 409 is written, in their story.
     repeats_written(&app, "in_progress", 2).await;
-    let journal = server::journal::for_order(&app.db, order_no)
-        .await
-        .unwrap()
-        .unwrap();
+    let journal = server::journal::for_order(
+        &app.db,
+        order_no,
+        server::journal::View::All,
+        server::journal::Window::First,
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let kinds: Vec<&str> = journal.entries.iter().map(|e| e.kind.as_str()).collect();
     assert_eq!(
         kinds,
@@ -307,7 +317,20 @@ async fn search_finds_the_order_by_each_of_its_identifiers_and_opens_its_journal
             .unwrap();
         assert_eq!(response.status(), 303, "{q}");
         let journal = format!("/operator/orders/{order_no}");
-        assert_eq!(response.headers()["location"], journal.as_str(), "{q}");
+        let location = response.headers()["location"].to_str().unwrap().to_owned();
+        // An identifier an entry carries opens the story at that entry, marked.
+        let (path, anchor) = location.split_once('#').unwrap_or((&location, ""));
+        if q == &order_no.to_lowercase() || q == &order_id {
+            assert_eq!(location, journal, "{q}");
+        } else {
+            let entry = anchor.strip_prefix('e').expect("an entry's anchor");
+            assert_eq!(path, format!("{journal}?from={entry}"), "{q}");
+            let html = app.get_text(&client, path).await;
+            let matched = format!("<tr id=\"e{entry}\" data-kind=");
+            assert!(html.contains(&matched), "{q}: {html}");
+            assert!(html.contains("data-testid=\"matched\""), "{q}");
+            assert!(html.contains(q.as_str()), "{q}: the matched entry names it");
+        }
         let html = app.get_text(&client, &journal).await;
         assert!(html.contains("data-testid=\"journal\""), "{q}");
         assert!(html.contains("charge call to the provider started"), "{q}");
@@ -328,7 +351,7 @@ async fn search_finds_the_order_by_each_of_its_identifiers_and_opens_its_journal
 }
 
 #[tokio::test]
-async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
+async fn retention_forgets_a_storys_changes_together_and_requests_with_their_keys() {
     let app = spawn_app().await;
     let (ended, ongoing) = (place_order(&app).await, place_order(&app).await);
     // Each had a 409 before its order existed (found through its key).
@@ -340,7 +363,8 @@ async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
     .execute(&app.db)
     .await
     .unwrap();
-    // Both stories began two days ago; one had an entry just now.
+    // Both stories began two days ago. The ongoing one changed just now; the ended one only
+    // had a request just now, which changes nothing and keeps nothing alive.
     sqlx::query("UPDATE order_journal SET at = at - interval '2 days'")
         .execute(&app.db)
         .await
@@ -352,20 +376,79 @@ async fn retention_forgets_a_story_whole_once_it_ended_and_never_cuts_one() {
     .execute(&app.db)
     .await
     .unwrap();
-    let before = story(&app, &ongoing).await.len();
-    let ended_entries = story(&app, &ended).await.len() + 1;
-    let forgotten = server::journal::forget_old(&app.db, Duration::from_secs(86_400))
+    sqlx::query(
+        "INSERT INTO order_journal (order_id, kind, summary, scope_tag, idempotency_key)
+         VALUES ($1::uuid, 'request', 'new', 'tag', 'new-key')",
+    )
+    .bind(&ended)
+    .execute(&app.db)
+    .await
+    .unwrap();
+    let changes = |story: Vec<(String, String)>| {
+        story
+            .into_iter()
+            .filter(|(kind, _)| kind != "request")
+            .collect::<Vec<_>>()
+    };
+    let ongoing_changes = changes(story(&app, &ongoing).await);
+
+    server::journal::forget_old(&app.db, Duration::from_secs(86_400))
         .await
         .unwrap();
-    assert!(story(&app, &ended).await.is_empty());
     assert_eq!(
-        forgotten as usize, ended_entries,
-        "the ended story's entries"
+        story(&app, &ended).await,
+        [("request".to_owned(), "new".to_owned())],
+        "the ended story's changes are gone; the new request stays as long as its key"
     );
-    assert_eq!(story(&app, &ongoing).await.len(), before, "kept whole");
+    assert_eq!(
+        story(&app, &ongoing).await,
+        ongoing_changes,
+        "the ongoing story keeps every change, old ones too, and forgets its old request"
+    );
+    assert!(ongoing_changes.len() > 2, "{ongoing_changes:?}");
     assert_eq!(
         app.count_where("order_journal", "order_id IS NULL").await,
-        1,
-        "with the 409 from before the order"
+        0,
+        "the 409s from before the orders, as old as their keys, are gone"
+    );
+}
+
+/// A signed callback whose reference is one order's attempt and whose charge is another
+/// order's is about the attempt it names (the one it is applied to, or refused for): it is
+/// written into that story once, and nowhere else; its duplicate too.
+#[tokio::test]
+async fn a_callback_naming_one_attempt_and_anothers_charge_is_in_the_attempts_story() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let (paid_order_id, _, paid_charge) = paid_order(&app).await;
+    let other_order = place_order(&app).await;
+    let attempt = pending_attempt(&app, &other_order).await;
+    let crossed = callback(
+        "charge.succeeded",
+        "txn_crossed",
+        &paid_charge,
+        3600,
+        &attempt,
+    );
+    app.callback_outcome(&crossed).await;
+    app.send_callback(&crossed, now()).await;
+    let callbacks = |order: String| {
+        let app = &app;
+        async move {
+            story(app, &order)
+                .await
+                .into_iter()
+                .filter(|(kind, summary)| kind == "callback" && summary.contains("txn_crossed"))
+                .count()
+        }
+    };
+    assert_eq!(
+        callbacks(other_order.clone()).await,
+        2,
+        "the callback and its duplicate"
+    );
+    assert_eq!(
+        callbacks(paid_order_id.clone()).await,
+        0,
+        "not the charge's order"
     );
 }

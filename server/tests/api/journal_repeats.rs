@@ -30,10 +30,15 @@ async fn a_retry_storm_is_one_entry_a_minute_that_counts_it() {
             .unwrap();
     assert!(rows <= 2, "{rows} rows");
     assert_eq!(counted, 40);
-    let journal = server::journal::for_order(&app.db, order["order_no"].as_str().unwrap())
-        .await
-        .unwrap()
-        .unwrap();
+    let journal = server::journal::for_order(
+        &app.db,
+        order["order_no"].as_str().unwrap(),
+        server::journal::View::All,
+        server::journal::Window::First,
+    )
+    .await
+    .unwrap()
+    .unwrap();
     let shown: i32 = journal
         .entries
         .iter()
