@@ -108,7 +108,7 @@ pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
         .map_err(failed)
 }
 
-/// The order and a fresh key for paying it; `None` when the order does not exist or
+/// The order and fresh keys for paying and cancelling it; `None` when the order does not exist or
 /// belongs to another session.
 #[server(prefix = "/_fn", endpoint = "get_order")]
 pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
@@ -117,6 +117,7 @@ pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
     Ok(order.map(|order| OrderPage {
         order,
         pay_key: backend.fresh_key(),
+        cancel_key: backend.fresh_key(),
         key_retention_secs: backend.key_retention_secs(),
     }))
 }

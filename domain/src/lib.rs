@@ -69,12 +69,14 @@ pub fn order_request(cart: &Cart) -> serde_json::Value {
     serde_json::json!({ "items": items })
 }
 
-/// The order page's data: the order, and a fresh Idempotency-Key for its payment form (the
-/// tab keeps it until the payment intent ends, see `once_leptos::KeyOwner::Tab`).
+/// The order page's data: the order, and fresh Idempotency-Keys for its payment and cancel
+/// forms (the tab keeps each until its intent ends, see `once_leptos::KeyOwner::Tab`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OrderPage {
     pub order: Order,
     pub pay_key: String,
+    /// A fresh Idempotency-Key for cancelling the order, kept by the tab like the payment's.
+    pub cancel_key: String,
     pub key_retention_secs: u64,
 }
 

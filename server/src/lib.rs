@@ -42,4 +42,5 @@ pub mod startup;
 pub mod state;
 pub mod telemetry;
 pub mod throttle;
+pub mod unread_body;
 pub mod workers;

@@ -1,19 +1,23 @@
 //! The shop's own retention, beside the key table's (`once_axum::purge`): the keys of "Add
 //! to cart" forms and the order journal's entries live as long as Idempotency-Keys do, the
 //! console's samples for two days, and the login throttle forgets addresses quiet for a day.
+//! Orders nobody paid in time are cancelled on the same round.
 
 use std::time::Duration;
 
 use sqlx::PgPool;
 
-use crate::{cart, journal, operator};
+use crate::{cart, journal, operator, orders};
 
 /// Forgets what is past retention every `every`, until the task is dropped. Safe on
 /// several instances at once: each DELETE is independent and idempotent.
-pub async fn run_worker(db: PgPool, retention: Duration, every: Duration) {
+pub async fn run_worker(db: PgPool, retention: Duration, unpaid_expiry: Duration, every: Duration) {
     let mut tick = tokio::time::interval(every);
     loop {
         tick.tick().await;
+        if let Err(e) = orders::cancel::expire_unpaid(&db, unpaid_expiry).await {
+            tracing::warn!(error = %e, "cancelling unpaid orders failed; will retry");
+        }
         if let Err(e) = cart::forget_old_adds(&db, retention).await {
             tracing::warn!(error = %e, "forgetting old cart adds failed; will retry");
         }

@@ -27,7 +27,7 @@ use crate::{
     api, assets, checkout, config::Config, connections, credentials, db, faults::Faults,
     fulfillment, headers, health, journal, openapi, operator, origin,
     provider_client::ProviderClient, refusals, retention, session, ssr, state::AppState, telemetry,
-    throttle, workers,
+    throttle, unread_body, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -129,6 +129,7 @@ impl Application {
         let retention = tokio::spawn(retention::run_worker(
             self.state.db.clone(),
             self.state.config.idempotency_retention,
+            self.state.config.unpaid_order_expiry,
             PURGE_EVERY,
         ));
         let samples = tokio::spawn(operator::samples::run_worker(
@@ -239,6 +240,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
             headers::Transport { https },
             headers::protective,
         ))
+        .layer(middleware::from_fn(unread_body::close_if_unread))
         .with_state(state))
 }
 

@@ -50,6 +50,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
     let OrderPageData {
         order,
         pay_key,
+        cancel_key,
         key_retention_secs,
     } = page;
     let Order {
@@ -65,6 +66,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
     } = order;
     let pay = (status == OrderStatus::PendingPayment).then_some(Payable {
         pay_key,
+        cancel_key,
         key_retention_secs,
     });
     view! {
@@ -90,10 +92,12 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
     }
 }
 
-/// What paying needs: the tab's first payment key and how long the server keeps keys.
+/// What paying or cancelling needs: the tab's first key for each and how long the server
+/// keeps keys.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Payable {
     pay_key: String,
+    cancel_key: String,
     key_retention_secs: u64,
 }
 
@@ -139,9 +143,10 @@ fn OrderLive(
             </span>
         </p>
         {children()}
-        {pay.map(|Payable { pay_key, key_retention_secs }| view! {
+        {pay.map(|Payable { pay_key, cancel_key, key_retention_secs }| view! {
             <Show when=awaiting_payment>
                 <PayForm order_id pay_key=pay_key.clone() key_retention_secs live/>
+                <CancelForm order_id cancel_key=cancel_key.clone() key_retention_secs live/>
             </Show>
         })}
         {move || live.fulfillment.get().map(|f| view! { <FulfillmentPanel fulfillment=f/> })}
@@ -230,6 +235,59 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
             </button>
         </form>
         <StatusLine status=submit.status testid="pay-status"/>
+    }
+}
+
+/// Cancelling the order while it waits for payment, once per key like paying: a double
+/// click or a second tab cancels it once. A cancel that comes too late (the order was paid
+/// meanwhile, or a payment is under way) shows what the order becomes.
+#[component]
+fn CancelForm(
+    order_id: Uuid,
+    cancel_key: String,
+    key_retention_secs: u64,
+    live: Live,
+) -> impl IntoView {
+    let ready = RwSignal::new(false);
+    Effect::new(move |_| ready.set(true));
+    let mut options = Options::new(format!("cancel:{order_id}"), cancel_key, KeyOwner::Tab);
+    options.policy.resume_within_ms = key_retention_secs as f64 * 1000.0;
+    options.messages = Messages {
+        sending: "Cancelling…",
+        resuming: "Finishing the cancel…",
+        resuming_earlier: "Finishing the cancel…",
+        ..Messages::default()
+    };
+    let submit = use_submit_once(
+        options,
+        move |_order: serde_json::Value, _| leptos::task::spawn_local(follow(order_id, live)),
+        move |problem: Problem, _| {
+            if matches!(
+                problem.name.as_str(),
+                "payment-in-progress" | "order-not-cancellable"
+            ) {
+                leptos::task::spawn_local(follow(order_id, live));
+            }
+        },
+    )
+    .on_resumed(move |_| leptos::task::spawn_local(follow(order_id, live)));
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        submit.submit(&format!("/api/orders/{order_id}/cancel"), String::new());
+    };
+    view! {
+        <form class="cancel-form" on:submit=on_submit>
+            <button
+                type="submit"
+                class="secondary"
+                data-testid="cancel-order"
+                disabled=move || !ready.get()
+                aria-disabled=move || submit.busy.get().to_string()
+            >
+                "Cancel order"
+            </button>
+        </form>
+        <StatusLine status=submit.status testid="cancel-status"/>
     }
 }
 

@@ -31,6 +31,9 @@ pub struct Config {
     /// How long a pending attempt must have been quiet (no charge call) before another
     /// intent may close it as never charged, once the provider reports no charge for it.
     pub payment_settle_grace: Duration,
+    /// How long an order may wait for its payment before the shop cancels it
+    /// (`UNPAID_ORDER_EXPIRY_SECS`, two hours; `orders::cancel::expire_unpaid`).
+    pub unpaid_order_expiry: Duration,
     /// Secrets that may sign provider callbacks; several, so a secret can be rotated.
     /// Required: there is no built-in default anyone could read in the source.
     pub webhook_secrets: Vec<String>,
@@ -193,6 +196,9 @@ impl Config {
             provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
             provider_timeout: millis("PROVIDER_TIMEOUT_MS", "10000")?,
             payment_settle_grace: millis("PAYMENT_SETTLE_GRACE_MS", "60000")?,
+            unpaid_order_expiry: Duration::from_secs(
+                var_or("UNPAID_ORDER_EXPIRY_SECS", "7200").parse()?,
+            ),
             webhook_secrets,
             fingerprint_secrets,
             db_limits: DbLimits {
@@ -303,6 +309,11 @@ impl Config {
                 && self.payment_settle_grace >= 2 * self.provider_timeout,
             "PAYMENT_SETTLE_GRACE_MS must be at least twice PROVIDER_TIMEOUT_MS: a charge call \
              still under way must never look abandoned"
+        );
+        anyhow::ensure!(
+            self.unpaid_order_expiry > self.payment_settle_grace,
+            "UNPAID_ORDER_EXPIRY_SECS must be longer than PAYMENT_SETTLE_GRACE_MS: an order is \
+             never cancelled while its payment may still be settling"
         );
         let limits = &self.db_limits;
         anyhow::ensure!(

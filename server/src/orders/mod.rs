@@ -1,6 +1,7 @@
 //! Orders: `POST /api/orders` (through the idempotency executor), `GET /api/orders` and
 //! `GET /api/orders/{id}`. Orders belong to the shopper's session; others see a 404.
 
+pub mod cancel;
 mod new_order;
 pub mod store;
 
@@ -37,6 +38,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new()
         .routes(routes!(list, create))
         .routes(routes!(show))
+        .routes(routes!(cancel::cancel))
 }
 
 /// Place an order, exactly once per Idempotency-Key

@@ -281,7 +281,7 @@ impl From<OrderRow> for Order {
 /// The session's orders, newest first (the latest 200), or only the one with `id`: each
 /// with its lines (aggregated as JSON), its fulfillment and its status history, in one query.
 async fn select(
-    db: &PgPool,
+    db: impl sqlx::PgExecutor<'_>,
     session_id: &str,
     id: Option<Uuid>,
 ) -> Result<Vec<Order>, sqlx::Error> {
@@ -314,7 +314,11 @@ async fn select(
 }
 
 /// One order of the session; `None` when it is unknown or another session's.
-pub async fn find(db: &PgPool, session_id: &str, id: Uuid) -> Result<Option<Order>, sqlx::Error> {
+pub async fn find(
+    db: impl sqlx::PgExecutor<'_>,
+    session_id: &str,
+    id: Uuid,
+) -> Result<Option<Order>, sqlx::Error> {
     Ok(select(db, session_id, Some(id)).await?.pop())
 }
 

@@ -150,3 +150,41 @@ async fn a_broken_chunked_body_is_a_bad_request_not_too_large() {
     .await;
     assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
 }
+
+/// A write refused before its body arrived (here: no session, 400) says it closes the
+/// connection, and does; a refusal that read the body keeps the connection for the next
+/// request, which is answered on it.
+#[tokio::test]
+async fn an_answer_given_before_the_body_arrived_says_the_connection_closes() {
+    let app = spawn_app().await;
+    let headers = "POST /api/orders HTTP/1.1\r\nHost: shop\r\nContent-Type: application/json\r\n\
+                   Idempotency-Key: early-1\r\nContent-Length: 40\r\n\r\n";
+    let (mut early, answer) = ask(&app, headers.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(
+        answer.to_lowercase().contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert!(closed_after(&mut early, Duration::from_secs(5)).await < Duration::from_secs(5));
+
+    // A refusal that read the body (a callback's signature covers it): the connection is
+    // kept, and the next request is answered on it.
+    let body = r#"{"type":"charge.succeeded"}"#;
+    let whole = format!(
+        "POST /webhooks/provider HTTP/1.1\r\nHost: shop\r\nContent-Type: application/json\r\n\
+         Once-Signature: t=1,v1=00\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let (mut kept, answer) = ask(&app, whole.as_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 4"), "{answer}");
+    assert!(
+        !answer.to_lowercase().contains("connection: close"),
+        "{answer}"
+    );
+    kept.write_all(b"GET /healthz HTTP/1.1\r\nHost: shop\r\n\r\n")
+        .await
+        .unwrap();
+    let mut next = vec![0u8; 2048];
+    let n = kept.read(&mut next).await.unwrap();
+    assert!(String::from_utf8_lossy(&next[..n]).starts_with("HTTP/1.1 200"));
+}
