@@ -14,6 +14,16 @@ CREATE INDEX order_journal_money_idx ON order_journal (order_id, at, id)
       AND kind IN ('status', 'payment', 'provider_call', 'callback', 'refund',
                    'finding', 'fulfillment', 'email', 'dead_letter');
 
+-- An order's requests, the first of which names the key that made it (read on every page:
+-- without this, a story whose requests retention forgot would be walked to its end).
+CREATE INDEX order_journal_requests_idx ON order_journal (order_id, at, id)
+    WHERE order_id IS NOT NULL AND kind = 'request';
+
+-- Requests and repeats by age: retention forgets them with their keys, whatever story
+-- they belong to, without walking the stories still kept.
+CREATE INDEX order_journal_requests_at_idx ON order_journal (at)
+    WHERE kind IN ('request', 'replay', 'in_progress', 'key_reused');
+
 -- The 409s of the key that made an order, written before the order was known.
 CREATE INDEX order_journal_unlinked_idx ON order_journal (scope_tag, idempotency_key, at, id)
     WHERE order_id IS NULL;

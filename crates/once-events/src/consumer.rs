@@ -38,6 +38,12 @@ const UNANSWERED_FACTOR: u32 = 2;
 /// would look like a message that kills its consumer ([`UNANSWERED_FACTOR`]).
 const OUTAGE_WAIT: Duration = Duration::from_secs(30);
 
+/// What one fetched batch came to: how many deliveries, and whether the database was away.
+struct Processed {
+    count: usize,
+    outage: bool,
+}
+
 /// Tries and backoff between them.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
@@ -86,10 +92,14 @@ impl Consumer {
     /// Fetches one batch (waiting at most `wait`) and answers every delivery in it.
     pub async fn try_execute_task(&mut self, wait: Duration) -> anyhow::Result<usize> {
         let deliveries = self.subscription.fetch(self.batch, wait).await?;
-        Ok(self.process_all(deliveries).await)
+        let processed = self.process_all(deliveries).await;
+        if processed.outage {
+            self.wait_for_database().await;
+        }
+        Ok(processed.count)
     }
 
-    async fn process_all(&self, deliveries: Vec<Delivery>) -> usize {
+    async fn process_all(&self, deliveries: Vec<Delivery>) -> Processed {
         let count = deliveries.len();
         let (mut batch, mut alone) = (Vec::with_capacity(count), Vec::new());
         for delivery in deliveries {
@@ -127,10 +137,7 @@ impl Consumer {
             outage |= matches!(&outcome, Err(e) if !splits(e));
             self.answer(delivery, outcome).await;
         }
-        if outage {
-            self.wait_for_database().await;
-        }
-        count
+        Processed { count, outage }
     }
 
     /// Waits (at most [`OUTAGE_WAIT`]) until the database takes writes again, so that an
@@ -265,8 +272,15 @@ impl Consumer {
                 _ = stop.cancelled() => break,
             };
             match fetched {
+                // Deliveries in hand are answered first; only the wait for the database
+                // after an outage is cut short by a stop.
                 Ok(deliveries) => {
-                    self.process_all(deliveries).await;
+                    if self.process_all(deliveries).await.outage {
+                        tokio::select! {
+                            _ = self.wait_for_database() => {}
+                            _ = stop.cancelled() => {}
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(consumer = self.handler.name(), error = %format!("{e:#}"),

@@ -192,22 +192,42 @@ pub async fn skipped_deliveries(
 /// story alive, nor grow it past what their rate writes in one retention. A batch at a
 /// time, so a large backlog never holds one long transaction. How many were forgotten.
 pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
+    let cutoff_ms = retention.as_millis() as i64;
     let mut forgotten = 0;
+    // Requests and repeats, by age alone (`order_journal_requests_at_idx`).
+    loop {
+        let deleted = sqlx::query!(
+            "DELETE FROM order_journal WHERE id IN (
+                 SELECT id FROM order_journal
+                  WHERE kind IN ('request', 'replay', 'in_progress', 'key_reused')
+                    AND at < now() - $1::bigint * interval '1 millisecond'
+                  LIMIT 5000)",
+            cutoff_ms,
+        )
+        .execute(db)
+        .await?
+        .rows_affected();
+        forgotten += deleted;
+        if deleted < 5000 {
+            break;
+        }
+    }
+    // The changes of stories whose last change is older than the retention.
     loop {
         let deleted = sqlx::query!(
             "WITH cutoff AS (SELECT now() - $1::bigint * interval '1 millisecond' AS at)
              DELETE FROM order_journal WHERE id IN (
                  SELECT j.id FROM order_journal j, cutoff
                   WHERE j.at < cutoff.at
-                    AND (j.kind IN ('request', 'replay', 'in_progress', 'key_reused')
-                         -- The same kinds as the money index's (migration 0014), read through it.
-                         OR NOT EXISTS (SELECT 1 FROM order_journal n
-                                         WHERE n.order_id = j.order_id AND n.at >= cutoff.at
-                                           AND n.kind IN ('status', 'payment', 'provider_call',
-                                                          'callback', 'refund', 'finding',
-                                                          'fulfillment', 'email', 'dead_letter')))
+                    AND j.kind NOT IN ('request', 'replay', 'in_progress', 'key_reused')
+                    -- The same kinds as the money index's (migration 0014), read through it.
+                    AND NOT EXISTS (SELECT 1 FROM order_journal n
+                                     WHERE n.order_id = j.order_id AND n.at >= cutoff.at
+                                       AND n.kind IN ('status', 'payment', 'provider_call',
+                                                      'callback', 'refund', 'finding',
+                                                      'fulfillment', 'email', 'dead_letter'))
                   LIMIT 5000)",
-            (retention.as_millis() as i64),
+            cutoff_ms,
         )
         .execute(db)
         .await?
