@@ -67,6 +67,11 @@ test('11. an operator finds an order by its charge id and reads its whole story 
     await page.goto(`${base}/operator`);
     await page.getByRole('searchbox', { name: 'Find an order' }).fill(chargeId);
     await page.getByRole('searchbox', { name: 'Find an order' }).press('Enter');
+    // The search opens the page at the first entry carrying the charge, marked; the story's
+    // first page has it all.
+    await expect(page).toHaveURL(/\/operator\/orders\/[A-Z0-9-]+\?from=(\d+)#e\1$/);
+    await expect(page.getByTestId('matched')).toContainText(chargeId);
+    await page.getByRole('link', { name: 'oldest' }).first().click();
     await expect(page).toHaveURL(/\/operator\/orders\/[A-Z0-9-]+$/);
     const journal = page.getByTestId('journal');
     await expect(journal).toBeVisible();

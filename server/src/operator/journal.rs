@@ -117,7 +117,10 @@ pub async fn order_journal(
             .then(|| entries.last())
             .flatten()
             .map(|e| link(format!("after={}", e.id))),
-        first: link(String::new()),
+        first: match view {
+            View::Money => format!("{base}?only=money"),
+            View::All => base.clone(),
+        },
         latest: link("latest=1".into()),
         other_view: match view {
             View::Money => base.clone(),
