@@ -193,10 +193,9 @@ pub async fn skipped_deliveries(
 /// time, so a large backlog never holds one long transaction. How many were forgotten.
 pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
     let cutoff_ms = retention.as_millis() as i64;
-    let mut forgotten = 0;
     // Requests and repeats, by age alone (`order_journal_requests_at_idx`).
-    loop {
-        let deleted = sqlx::query!(
+    let requests = in_batches(|| {
+        sqlx::query!(
             "DELETE FROM order_journal WHERE id IN (
                  SELECT id FROM order_journal
                   WHERE kind IN ('request', 'replay', 'in_progress', 'key_reused')
@@ -205,16 +204,11 @@ pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::E
             cutoff_ms,
         )
         .execute(db)
-        .await?
-        .rows_affected();
-        forgotten += deleted;
-        if deleted < 5000 {
-            break;
-        }
-    }
+    })
+    .await?;
     // The changes of stories whose last change is older than the retention.
-    loop {
-        let deleted = sqlx::query!(
+    let changes = in_batches(|| {
+        sqlx::query!(
             "WITH cutoff AS (SELECT now() - $1::bigint * interval '1 millisecond' AS at)
              DELETE FROM order_journal WHERE id IN (
                  SELECT j.id FROM order_journal j, cutoff
@@ -230,11 +224,23 @@ pub async fn forget_old(db: &PgPool, retention: Duration) -> Result<u64, sqlx::E
             cutoff_ms,
         )
         .execute(db)
-        .await?
-        .rows_affected();
-        forgotten += deleted;
-        if deleted < 5000 {
-            return Ok(forgotten);
+    })
+    .await?;
+    Ok(requests + changes)
+}
+
+/// Runs a DELETE of at most 5,000 rows until it deletes fewer; how many it deleted in all.
+async fn in_batches<F, Fut>(delete: F) -> Result<u64, sqlx::Error>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<sqlx::postgres::PgQueryResult, sqlx::Error>>,
+{
+    let mut deleted = 0;
+    loop {
+        let batch = delete().await?.rows_affected();
+        deleted += batch;
+        if batch < 5000 {
+            return Ok(deleted);
         }
     }
 }

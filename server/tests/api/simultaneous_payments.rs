@@ -64,17 +64,7 @@ async fn five_tabs_paying_one_order_at_once_are_charged_once() {
                 "every other tab is told another payment has it: {answers:?}"
             );
         }
-        // Every attempt the shop recorded is the provider's reference: count its charges.
-        let attempts: Vec<String> =
-            sqlx::query_scalar("SELECT id::text FROM payments WHERE order_id = $1::uuid")
-                .bind(&order_id)
-                .fetch_all(&app.db)
-                .await
-                .unwrap();
-        let mut charged = 0;
-        for attempt in &attempts {
-            charged += provider.charges_for(attempt).await;
-        }
+        let charged = provider.charges_for_order(&app, &order_id).await;
         assert_eq!(
             charged, 1,
             "one charge at the provider for order {order_id}"

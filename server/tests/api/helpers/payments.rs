@@ -73,6 +73,22 @@ impl TestProvider {
             .unwrap()
     }
 
+    /// Charges in the provider's ledger for every attempt the shop recorded for `order_id`
+    /// (each attempt id is the provider's reference).
+    pub async fn charges_for_order(&self, app: &TestApp, order_id: &str) -> i64 {
+        let attempts: Vec<String> =
+            sqlx::query_scalar("SELECT id::text FROM payments WHERE order_id = $1::uuid")
+                .bind(order_id)
+                .fetch_all(&app.db)
+                .await
+                .unwrap();
+        let mut charged = 0;
+        for attempt in &attempts {
+            charged += self.charges_for(attempt).await;
+        }
+        charged
+    }
+
     /// Charges `amount_cents` for the merchant reference `reference` directly at the
     /// provider, as our own charge call would; returns the charge id.
     pub async fn charge(&self, reference: &str, card: &str, amount_cents: i64) -> String {
