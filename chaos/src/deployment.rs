@@ -160,6 +160,8 @@ impl Deployment {
                 ("OPERATOR_PASSWORD", "chaos-run-operator-password".into()),
                 // Every shopper of the harness comes from this machine's one address.
                 ("RATE_LIMIT_PER_CLIENT", "0".into()),
+                ("NEW_SESSIONS_PER_CLIENT_PER_HOUR", "0".into()),
+                ("QUOTA_PENDING_ORDERS_PER_CLIENT", "0".into()),
                 ("MAX_CONNECTIONS_PER_CLIENT", "10000".into()),
                 ("RUST_LOG", "warn".into()),
             ];

@@ -14,6 +14,10 @@ const PG_URL = process.env.ONCE_PG_URL ?? 'postgres://postgres@127.0.0.1:5432';
 export const E2E_SERVER_ENV: Record<string, string> = {
   ONCE_FAULT_INJECTION: 'on',
   IDEMPOTENCY_LEASE_MS: '3000',
+  // Every test's browser is a new shopper from the same address: the per-client bounds on
+  // new sessions and waiting orders are the API tests' to prove (limits.rs).
+  NEW_SESSIONS_PER_CLIENT_PER_HOUR: '0',
+  QUOTA_PENDING_ORDERS_PER_CLIENT: '0',
 };
 
 export interface ServerOptions {

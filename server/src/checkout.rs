@@ -20,7 +20,10 @@
 //! * refused → 303 back to the checkout with the reason (the refusal ended the intent and
 //!   the cart has a new key).
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use app::messages;
 use axum::{
@@ -38,6 +41,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
     cart,
+    client_addr::ClientBucket,
+    config::Config,
     error::ApiError,
     faults::FaultRequest,
     idempotency::{asking_for_itself, with_faults, Idempotency, RequestKey},
@@ -66,7 +71,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
 pub struct Checkout {
     idem: Idempotency,
     fingerprints: FingerprintKeys,
-    max_pending: u32,
+    config: Arc<Config>,
 }
 
 impl FromRef<AppState> for Checkout {
@@ -74,9 +79,16 @@ impl FromRef<AppState> for Checkout {
         Self {
             idem: Idempotency::from_ref(state),
             fingerprints: state.fingerprints.clone(),
-            max_pending: state.config.limits.pending_orders,
+            config: state.config.clone(),
         }
     }
+}
+
+/// Who places the order: the session, and the client it came from (for the quotas on
+/// orders waiting for payment).
+pub struct Placer<'a> {
+    pub session_id: &'a str,
+    pub client: Option<String>,
 }
 
 /// Who asks for a checkout: a client's request, or the form asking again while it waits
@@ -92,10 +104,11 @@ pub enum Asking {
 pub async fn checkout_cart(
     checkout: &Checkout,
     faults: FaultRequest,
-    session_id: &str,
+    placer: &Placer<'_>,
     key: IdempotencyKey,
     asking: Asking,
 ) -> Result<Response, ApiError> {
+    let session_id = placer.session_id;
     let mut idem = with_faults(&checkout.idem, faults);
     if asking == Asking::FormWaiting {
         idem = asking_for_itself(&idem);
@@ -120,7 +133,8 @@ pub async fn checkout_cart(
         &body,
     );
     let door = orders::store::Door::Checkout;
-    Ok(orders::create_order(&idem, request, new_order, door, checkout.max_pending).await)
+    let quota = orders::pending_quota(&checkout.config, placer.client.clone());
+    Ok(orders::create_order(&idem, request, new_order, door, quota).await)
 }
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
@@ -169,6 +183,7 @@ async fn answer_for(
 #[utoipa::path(
     post,
     path = "/checkout",
+    operation_id = "check_out_cart",
     tag = "orders",
     params(IdempotencyKeyHeader),
     responses((status = 201, description = "The order made from the cart (or replayed).", body = domain::Order,
@@ -184,10 +199,15 @@ async fn answer_for(
 async fn place_order_api(
     State(checkout): State<Checkout>,
     shopper: ExistingShopper,
+    ClientBucket(client): ClientBucket,
     key: RequestKey,
     faults: FaultRequest,
 ) -> Result<Response, ApiError> {
-    checkout_cart(&checkout, faults, &shopper.id, key.key, Asking::Client).await
+    let placer = Placer {
+        session_id: &shopper.id,
+        client,
+    };
+    checkout_cart(&checkout, faults, &placer, key.key, Asking::Client).await
 }
 
 #[derive(Deserialize)]
@@ -198,6 +218,7 @@ struct CheckoutForm {
 async fn place_order_form(
     State(checkout): State<Checkout>,
     shopper: Result<ExistingShopper, ApiError>,
+    ClientBucket(client): ClientBucket,
     faults: FaultRequest,
     form: Result<Form<CheckoutForm>, FormRejection>,
 ) -> Response {
@@ -212,11 +233,14 @@ async fn place_order_form(
     let Ok(key) = IdempotencyKey::parse(&form.idempotency_key) else {
         return back_to_checkout(messages::FORM_INCOMPLETE);
     };
+    let placer = Placer {
+        session_id: &shopper.id,
+        client,
+    };
     let started = Instant::now();
     let mut asking = Asking::Client;
     loop {
-        let answer =
-            checkout_cart(&checkout, faults.clone(), &shopper.id, key.clone(), asking).await;
+        let answer = checkout_cart(&checkout, faults.clone(), &placer, key.clone(), asking).await;
         asking = Asking::FormWaiting;
         match redirect_for(answer).await {
             Some(redirect) => return redirect,

@@ -12,8 +12,8 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::{
-    extract::ConnectInfo,
-    http::{Extensions, HeaderMap},
+    extract::{ConnectInfo, FromRef, FromRequestParts},
+    http::{request::Parts, Extensions, HeaderMap},
 };
 
 const FORWARDED_FOR: &str = "x-forwarded-for";
@@ -95,6 +95,25 @@ pub fn bucket_of(client: IpAddr) -> IpAddr {
             let prefix = u128::from(v6) & (u128::MAX << 64);
             IpAddr::V6(prefix.into())
         }
+    }
+}
+
+/// The bucket of the request's client, written out (`203.0.113.7`, `2001:db8:1:2::`), for
+/// the limits the database counts per client; `None` when the server has no connection
+/// info (a test's router called directly).
+pub struct ClientBucket(pub Option<String>);
+
+impl<S> FromRequestParts<S> for ClientBucket
+where
+    S: Send + Sync,
+    TrustedProxies: FromRef<S>,
+{
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let trusted = TrustedProxies::from_ref(state);
+        let client = client_addr(&parts.headers, &parts.extensions, &trusted);
+        Ok(Self(client.map(|ip| bucket_of(ip).to_string())))
     }
 }
 

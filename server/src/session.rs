@@ -1,8 +1,10 @@
 //! The shopper's identity: an anonymous session in a cookie (HttpOnly, SameSite=Lax) whose
 //! data lives in PostgreSQL, so it survives a server restart and is shared by every instance.
 
+use std::sync::Arc;
+
 use axum::{
-    extract::{FromRequestParts, Request},
+    extract::{FromRequestParts, Request, State},
     http::{header, request::Parts, Method},
     middleware::Next,
     response::{IntoResponse, Response},
@@ -14,7 +16,10 @@ use tower_sessions::{
 };
 use tower_sessions_sqlx_store::PostgresStore;
 
-use crate::error::ApiError;
+use crate::{
+    error::ApiError,
+    throttle::{self, Throttle},
+};
 
 pub const COOKIE_NAME: &str = "once_session";
 /// How long a shop session lives without a change.
@@ -67,11 +72,28 @@ pub async fn operator_layer(
 
 /// Middleware: a read (GET or HEAD) without a session opens one, so the response sets the
 /// cookie and the client keeps one identity from its first page or `GET /api/session` on.
-/// Writes never open a session here: see [`ExistingShopper`].
-pub async fn open_session(session: Session, request: Request, next: Next) -> Response {
+/// Writes never open a session here: see [`ExistingShopper`]. A client that opened as many
+/// sessions as it may this hour (`NEW_SESSIONS_PER_CLIENT_PER_HOUR`) is told when to come
+/// back instead: each session is a row, and a client without a cookie would otherwise store
+/// one per read.
+pub async fn open_session(
+    State(throttle): State<Arc<Throttle>>,
+    session: Session,
+    request: Request,
+    next: Next,
+) -> Response {
     if opens_a_session(request.method()) {
-        if let Err(e) = ensure_open(&session).await {
-            return e.into_response();
+        match existing_id(&session).await {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                if let Some(retry_after) = throttle.new_session_wait(&request) {
+                    return throttle::too_many(retry_after);
+                }
+                if let Err(e) = ensure_open(&session).await {
+                    return e.into_response();
+                }
+            }
+            Err(e) => return e.into_response(),
         }
     }
     next.run(request).await
@@ -246,6 +268,7 @@ impl<S: Send + Sync> FromRequestParts<S> for NamedShopper {
 #[utoipa::path(
     get,
     path = "/session",
+    operation_id = "open_session",
     tag = "session",
     responses((status = 200, description = "The session is open.",
         headers(("Set-Cookie" = String, description = "`once_session=…`, when the request came without a live session.")),

@@ -74,12 +74,7 @@ impl Application {
             fingerprints: FingerprintKeys::new(&config.fingerprint_secrets),
             config: Arc::new(config),
         };
-        let limits = &state.config.limits;
-        let throttle = throttle::Throttle::new(
-            limits.per_client,
-            limits.writes_per_session,
-            limits.trusted_proxies.clone(),
-        );
+        let throttle = throttle::Throttle::new(&state.config.limits);
         let router = router(state.clone(), throttle.clone()).await?;
         Ok(Self {
             listener,
@@ -188,7 +183,10 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .merge(checkout::router())
         .merge(fulfillment::email::router())
         .merge(ssr::router(&state))
-        .layer(middleware::from_fn(session::open_session))
+        .layer(middleware::from_fn_with_state(
+            throttle.clone(),
+            session::open_session,
+        ))
         .layer(middleware::from_fn_with_state(
             throttle.clone(),
             throttle::limit_session_writes,

@@ -12,8 +12,8 @@ use sqlx::PgPool;
 use once_events::bus::Bus;
 
 use crate::{
-    config::Config, db::Readers, faults::Faults, journal, metrics::Metrics,
-    provider_client::ProviderClient,
+    client_addr::TrustedProxies, config::Config, db::Readers, faults::Faults, journal,
+    metrics::Metrics, provider_client::ProviderClient,
 };
 
 /// Everything a handler may need. axum clones it for every request, so whatever is more
@@ -43,5 +43,12 @@ pub struct AppState {
 impl FromRef<AppState> for LeptosOptions {
     fn from_ref(state: &AppState) -> Self {
         (*state.leptos).clone()
+    }
+}
+
+/// For the extractors that find a request's client (`client_addr::ClientBucket`).
+impl FromRef<AppState> for TrustedProxies {
+    fn from_ref(state: &AppState) -> Self {
+        state.config.limits.trusted_proxies.clone()
     }
 }

@@ -1,5 +1,5 @@
-//! Rate limits: how fast one client may ask, and how fast one session may write. Past a
-//! limit the answer is 429 problem+json `rate-limited` with `Retry-After`, which the shop's
+//! Rate limits: how fast one client may ask and open sessions, and how fast one session may
+//! write. Past a limit the answer is 429 problem+json `rate-limited` with `Retry-After`, which the shop's
 //! own pages honour before they retry (docs/design.md, "Hostile traffic").
 //!
 //! The limits live in this process's memory (a GCRA bucket per client address and per
@@ -21,7 +21,7 @@ use tower_sessions::{session::Id, Session};
 
 use crate::{
     client_addr::{bucket_of, client_addr, TrustedProxies},
-    config::Rate,
+    config::{Limits, Rate},
     error::ApiError,
 };
 
@@ -36,15 +36,18 @@ fn quota(rate: Rate) -> Option<Quota> {
 pub struct Throttle {
     per_client: Option<DefaultKeyedRateLimiter<IpAddr>>,
     writes_per_session: Option<DefaultKeyedRateLimiter<i128>>,
+    new_sessions_per_client: Option<DefaultKeyedRateLimiter<IpAddr>>,
     trusted: TrustedProxies,
 }
 
 impl Throttle {
-    pub fn new(per_client: Rate, writes_per_session: Rate, trusted: TrustedProxies) -> Arc<Self> {
+    pub fn new(limits: &Limits) -> Arc<Self> {
+        let hourly = NonZeroU32::new(limits.new_sessions_per_client_per_hour).map(Quota::per_hour);
         Arc::new(Self {
-            per_client: quota(per_client).map(RateLimiter::keyed),
-            writes_per_session: quota(writes_per_session).map(RateLimiter::keyed),
-            trusted,
+            per_client: quota(limits.per_client).map(RateLimiter::keyed),
+            writes_per_session: quota(limits.writes_per_session).map(RateLimiter::keyed),
+            new_sessions_per_client: hourly.map(RateLimiter::keyed),
+            trusted: limits.trusted_proxies.clone(),
         })
     }
 
@@ -59,12 +62,24 @@ impl Throttle {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
+        if let Some(limiter) = &self.new_sessions_per_client {
+            limiter.retain_recent();
+            limiter.shrink_to_fit();
+        }
     }
 
     /// How long a request from its client must wait, if the client is over its rate.
     fn client_wait(&self, request: &Request) -> Option<Duration> {
         let client = client_addr(request.headers(), request.extensions(), &self.trusted)?;
         let limiter = self.per_client.as_ref()?;
+        limiter.check_key(&bucket_of(client)).err().map(wait)
+    }
+
+    /// How long the client of `request` must wait before it may open another session, if it
+    /// opened as many as it may this hour. Asked only when a session would be opened.
+    pub fn new_session_wait(&self, request: &Request) -> Option<Duration> {
+        let client = client_addr(request.headers(), request.extensions(), &self.trusted)?;
+        let limiter = self.new_sessions_per_client.as_ref()?;
         limiter.check_key(&bucket_of(client)).err().map(wait)
     }
 
@@ -82,7 +97,8 @@ fn wait(not_until: governor::NotUntil<governor::clock::QuantaInstant>) -> Durati
     Duration::from_secs(wait.as_secs_f64().ceil().max(1.0) as u64)
 }
 
-fn too_many(retry_after: Duration) -> Response {
+/// 429 `rate-limited`, come back after `retry_after`.
+pub fn too_many(retry_after: Duration) -> Response {
     ApiError::TooManyRequests {
         problem: "rate-limited",
         retry_after_secs: retry_after.as_secs(),

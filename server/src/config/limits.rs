@@ -16,8 +16,15 @@ pub struct Limits {
     pub writes_per_session: Rate,
     /// Proxies whose `X-Forwarded-For` names the client (`TRUSTED_PROXIES`).
     pub trusted_proxies: TrustedProxies,
+    /// Sessions one client may open in an hour, this instance's count
+    /// (`NEW_SESSIONS_PER_CLIENT_PER_HOUR`; 0: no limit). A read that would open one past it
+    /// is 429 `rate-limited`: a client's unused sessions are rows, kept an hour.
+    pub new_sessions_per_client_per_hour: u32,
     /// Orders one session may have waiting for payment (`QUOTA_PENDING_ORDERS`; 0: no quota).
     pub pending_orders: u32,
+    /// Orders one client may have waiting for payment, over all its sessions, counted by the
+    /// database (`QUOTA_PENDING_ORDERS_PER_CLIENT`; 0: no quota).
+    pub pending_orders_per_client: u32,
     /// Idempotency keys one session may claim in an hour (`QUOTA_KEYS_PER_HOUR`; 0: no
     /// quota).
     pub keys_per_hour: u32,

@@ -241,7 +241,11 @@ impl Config {
                     burst: var_or("RATE_LIMIT_WRITES_PER_SESSION_BURST", "40").parse()?,
                 },
                 trusted_proxies: TrustedProxies::parse(&var_or("TRUSTED_PROXIES", ""))?,
+                new_sessions_per_client_per_hour: var_or("NEW_SESSIONS_PER_CLIENT_PER_HOUR", "300")
+                    .parse()?,
                 pending_orders: var_or("QUOTA_PENDING_ORDERS", "20").parse()?,
+                pending_orders_per_client: var_or("QUOTA_PENDING_ORDERS_PER_CLIENT", "200")
+                    .parse()?,
                 keys_per_hour: var_or("QUOTA_KEYS_PER_HOUR", "1000").parse()?,
                 cart_adds_per_hour: var_or("QUOTA_CART_ADDS_PER_HOUR", "500").parse()?,
                 header_read_timeout: millis("HEADER_READ_TIMEOUT_MS", "10000")?,

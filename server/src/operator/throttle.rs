@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum::{extract::FromRequestParts, http::request::Parts};
 use sqlx::{PgConnection, PgPool};
 
-use crate::{config::LoginLimits, metrics::Metrics, state::AppState};
+use crate::{client_addr::ClientBucket, config::LoginLimits, metrics::Metrics, state::AppState};
 
 /// The row that counts every client's attempts together (no address is spelled so).
 const EVERY_CLIENT: &str = "*";
@@ -29,13 +29,8 @@ impl FromRequestParts<AppState> for Client {
         parts: &mut Parts,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let trusted = &state.config.limits.trusted_proxies;
-        let addr = crate::client_addr::client_addr(&parts.headers, &parts.extensions, trusted)
-            .map_or_else(
-                || "unknown".to_owned(),
-                |ip| crate::client_addr::bucket_of(ip).to_string(),
-            );
-        Ok(Self(addr))
+        let ClientBucket(bucket) = ClientBucket::from_request_parts(parts, state).await?;
+        Ok(Self(bucket.unwrap_or_else(|| "unknown".to_owned())))
     }
 }
 

@@ -21,6 +21,7 @@ use domain::Order;
 pub use new_order::{NewOrder, NewOrderBody};
 
 use crate::{
+    client_addr::ClientBucket,
     config::Config,
     error::ApiError,
     extract::ApiJson,
@@ -49,6 +50,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     post,
     path = "/orders",
+    operation_id = "create_order",
     tag = "orders",
     params(IdempotencyKeyHeader),
     request_body(
@@ -74,13 +76,23 @@ async fn create(
     RequestExecutor(idem): RequestExecutor,
     State(config): State<Arc<Config>>,
     shopper: NamedShopper,
+    ClientBucket(client): ClientBucket,
     key: RequestKey,
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let new_order = NewOrder::parse(&body)?;
     let request = key.for_body(&shopper.id, CREATE_ORDER, &body);
-    let max_pending = config.limits.pending_orders;
-    Ok(create_order(&idem, request, new_order, store::Door::Api, max_pending).await)
+    let quota = pending_quota(&config, client);
+    Ok(create_order(&idem, request, new_order, store::Door::Api, quota).await)
+}
+
+/// The quotas on orders waiting for payment, for an order of `client`.
+pub fn pending_quota(config: &Config, client: Option<String>) -> store::PendingQuota {
+    store::PendingQuota {
+        per_session: config.limits.pending_orders,
+        per_client: config.limits.pending_orders_per_client,
+        client,
+    }
 }
 
 /// The `Retry-After` of a refusal for too many unpaid orders: paying takes a minute.
@@ -94,15 +106,16 @@ pub async fn create_order(
     request: IdempotentRequest,
     new_order: NewOrder,
     door: store::Door,
-    max_pending: u32,
+    quota: store::PendingQuota,
 ) -> Response {
     let session_id = request.scope.clone();
     let key = request.key.to_string();
     idem.execute_in_one_tx(request, move |db| {
         let (session_id, key, new_order) = (session_id.clone(), key.clone(), new_order.clone());
+        let quota = quota.clone();
         async move {
             let (tx, outcome) =
-                store::create_in_new_tx(db, session_id, key, new_order, door, max_pending).await?;
+                store::create_in_new_tx(db, session_id, key, new_order, door, quota).await?;
             Ok((tx, reply(outcome)?))
         }
     })
@@ -122,6 +135,14 @@ fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
             problem: "pending-order-quota",
             detail: "You have as many orders waiting for payment as the shop keeps open at \
                      once. Pay or cancel one of them, then place this order again."
+                .to_owned(),
+            retry_after_secs: PENDING_QUOTA_RETRY_AFTER_SECS,
+        }),
+        store::Outcome::OverClientQuota => Err(ApiError::TooManyRequests {
+            problem: "pending-order-quota",
+            detail: "Many orders placed from your network are waiting for payment. The shop \
+                     takes more once some of them are paid, cancelled or expired: please try \
+                     again later."
                 .to_owned(),
             retry_after_secs: PENDING_QUOTA_RETRY_AFTER_SECS,
         }),
@@ -155,6 +176,7 @@ fn refused(refusal: store::Refusal) -> ApiError {
 #[utoipa::path(
     get,
     path = "/orders",
+    operation_id = "list_orders",
     tag = "orders",
     responses((status = 200, description = "The orders of this session (none for a new one).", body = Vec<Order>)),
     security((), ("session" = [])),
@@ -167,6 +189,7 @@ async fn list(State(db): State<PgPool>, shopper: Shopper) -> Result<Json<Vec<Ord
 #[utoipa::path(
     get,
     path = "/orders/{id}",
+    operation_id = "get_order",
     tag = "orders",
     params(("id" = Uuid, Path, description = "The order's id, from its Location.")),
     responses((status = 200, description = "The order as it is now.", body = Order)),

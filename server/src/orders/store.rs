@@ -54,6 +54,28 @@ pub enum Outcome {
     /// The session has as many orders waiting for payment as it may: nothing was written,
     /// and the same request may succeed once one of them is paid.
     OverQuota,
+    /// The client has as many orders waiting for payment, over all its sessions, as it may:
+    /// nothing was written, as for [`Outcome::OverQuota`].
+    OverClientQuota,
+}
+
+/// How many orders may wait for payment, and whose (docs/design.md, "Hostile traffic").
+#[derive(Clone, Debug)]
+pub struct PendingQuota {
+    /// Per session (`QUOTA_PENDING_ORDERS`); 0: no quota.
+    pub per_session: u32,
+    /// Per client, over all its sessions (`QUOTA_PENDING_ORDERS_PER_CLIENT`); 0: no quota.
+    pub per_client: u32,
+    /// The client's bucket (`client_addr::ClientBucket`), kept on the order while it waits;
+    /// `None` when the server does not know the peer, and then counted under no client.
+    pub client: Option<String>,
+}
+
+impl PendingQuota {
+    /// The client the per-client quota counts, when there is one.
+    fn counted_client(&self) -> Option<&str> {
+        self.client.as_deref().filter(|_| self.per_client > 0)
+    }
 }
 
 /// Opens the business transaction and creates the order in it, for the idempotency
@@ -67,10 +89,10 @@ pub async fn create_in_new_tx(
     key: String,
     new: NewOrder,
     door: Door,
-    max_pending: u32,
+    quota: PendingQuota,
 ) -> Result<(PgTx, Outcome), sqlx::Error> {
     let mut tx = db.begin().await?;
-    if max_pending > 0 {
+    if quota.per_session > 0 {
         crate::session::hold_for_quota(&mut tx, &session_id).await?;
     }
     // The checkout checked the key before it read the cart; checked again here, under the
@@ -81,12 +103,17 @@ pub async fn create_in_new_tx(
     {
         return Ok((tx, Outcome::Refused(Refusal::CartChanged)));
     }
-    if max_pending > 0
-        && pending_orders(&mut tx, &session_id, max_pending).await? >= i64::from(max_pending)
-    {
+    let max = quota.per_session;
+    if max > 0 && pending_orders(&mut tx, &session_id, max).await? >= i64::from(max) {
         return Ok((tx, Outcome::OverQuota));
     }
-    match create(&mut tx, &session_id, &new).await? {
+    if let Some(client) = quota.counted_client() {
+        let max = quota.per_client;
+        if client_pending_orders(&mut tx, client, max).await? >= i64::from(max) {
+            return Ok((tx, Outcome::OverClientQuota));
+        }
+    }
+    match create(&mut tx, &session_id, quota.client.as_deref(), &new).await? {
         Ok(order) => {
             let quantities: Vec<i32> = new.lines.iter().map(|l| l.quantity).collect();
             cart::take_ordered(&mut tx, &session_id, &new.skus(), &quantities).await?;
@@ -121,11 +148,41 @@ async fn pending_orders(
     .await
 }
 
+/// How many orders of the client wait for payment, counted up to `cap`, in the caller's
+/// transaction. The client is held first, for the rest of that transaction (an advisory
+/// lock named by the bucket: the client has no row of its own), so that orders of one
+/// client count one after another, whichever sessions and instances they come through.
+/// A session's hold is always taken before it, so no two orders wait for each other.
+async fn client_pending_orders(
+    tx: &mut PgConnection,
+    client: &str,
+    cap: u32,
+) -> Result<i64, sqlx::Error> {
+    sqlx::query!(
+        "SELECT pg_advisory_xact_lock(hashtextextended('pending orders of ' || $1, 0))",
+        client
+    )
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query_scalar!(
+        r#"SELECT count(*) AS "count!" FROM (
+             SELECT 1 FROM orders
+              WHERE client_bucket = $1 AND status = 'pending_payment' LIMIT $2
+           ) AS capped"#,
+        client,
+        i64::from(cap)
+    )
+    .fetch_one(&mut *tx)
+    .await
+}
+
 /// Creates the order, its lines and its `order.created` event in the caller's transaction,
-/// or says why the shop refuses it (and writes nothing).
-pub async fn create(
+/// or says why the shop refuses it (and writes nothing). `client` is kept on the order
+/// while it waits for payment (`PendingQuota::client`).
+async fn create(
     tx: &mut PgConnection,
     session_id: &str,
+    client: Option<&str>,
     new: &NewOrder,
 ) -> Result<Result<Order, Refusal>, sqlx::Error> {
     let skus = new.skus();
@@ -150,12 +207,14 @@ pub async fn create(
 
     let id = Uuid::new_v4();
     let created = sqlx::query!(
-        r#"INSERT INTO orders (id, session_id, currency, total_cents) VALUES ($1, $2, $3, $4)
+        r#"INSERT INTO orders (id, session_id, currency, total_cents, client_bucket)
+           VALUES ($1, $2, $3, $4, $5)
          RETURNING order_no, created_at AS "created_at: chrono::DateTime<chrono::Utc>""#,
         id,
         session_id,
         &currency,
-        total
+        total,
+        client
     )
     .fetch_one(&mut *tx)
     .await?;

@@ -9,6 +9,7 @@ mod cancel;
 mod card_secrecy;
 mod cart;
 mod checkout;
+mod client_bounds;
 mod conformance;
 mod connections;
 mod console_guard;

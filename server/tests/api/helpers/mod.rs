@@ -61,7 +61,9 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     };
     config.limits.per_client = off;
     config.limits.writes_per_session = off;
+    config.limits.new_sessions_per_client_per_hour = 0;
     config.limits.pending_orders = 0;
+    config.limits.pending_orders_per_client = 0;
     config.limits.keys_per_hour = 0;
     config.limits.cart_adds_per_hour = 0;
     config.metrics_token = Some(TEST_METRICS_TOKEN.into());

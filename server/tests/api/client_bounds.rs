@@ -1,0 +1,166 @@
+//! Bounds per client over all its sessions: a client that opens session after session
+//! neither stores a row per read nor fills the orders table with orders nobody pays
+//! (docs/design.md, "Hostile traffic"). Clients are told apart by their real addresses on
+//! the loopback (`shopper_from`).
+
+use std::sync::Arc;
+
+use crate::helpers::*;
+
+const FIRST: [u8; 4] = [127, 0, 0, 2];
+const SECOND: [u8; 4] = [127, 0, 0, 3];
+
+async fn sessions_stored(app: &TestApp) -> i64 {
+    app.count("tower_sessions.session").await
+}
+
+#[tokio::test]
+async fn a_client_opens_at_most_its_hourly_sessions_and_one_it_holds_keeps_working() {
+    let app = spawn_app_with(|c| c.limits.new_sessions_per_client_per_hour = 2).await;
+    // The test's own client opened one from 127.0.0.1 at the start.
+    let before = sessions_stored(&app).await;
+    let holder = shopper_from(FIRST);
+    app.open_session(&holder).await;
+    app.open_session(&shopper_from(FIRST)).await;
+    let refused = shopper_from(FIRST)
+        .get(app.url("/api/products"))
+        .send()
+        .await
+        .unwrap();
+    assert!(refused.headers().get("set-cookie").is_none());
+    let retry_after: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(retry_after >= 1, "Retry-After {retry_after}");
+    assert_problem(refused, 429, "rate-limited").await;
+    assert_eq!(
+        sessions_stored(&app).await,
+        before + 2,
+        "the refused read stored none"
+    );
+
+    let page = holder.get(app.url("/")).send().await.unwrap();
+    assert_eq!(
+        page.status(),
+        200,
+        "a session the client holds is no new one"
+    );
+    app.open_session(&shopper_from(SECOND)).await;
+    assert_eq!(
+        sessions_stored(&app).await,
+        before + 3,
+        "another client has its own"
+    );
+}
+
+/// Three sessions of one client, one order each, against a client quota of two; the
+/// sessions' own quota is far from reached.
+#[tokio::test]
+async fn a_client_waits_for_payment_on_at_most_its_quota_of_orders_over_all_its_sessions() {
+    let app = spawn_app_with(|c| {
+        c.limits.pending_orders = 5;
+        c.limits.pending_orders_per_client = 2;
+    })
+    .await;
+    let mut tabs = Vec::new();
+    for _ in 0..3 {
+        let tab = shopper_from(FIRST);
+        app.open_session(&tab).await;
+        tabs.push(tab);
+    }
+    for (i, tab) in tabs[..2].iter().enumerate() {
+        let placed = post_order(tab, &app, Some(&format!("o-{i}")), MUG_ORDER).await;
+        assert_eq!(placed.status(), 201);
+    }
+    let refused = post_order(&tabs[2], &app, Some("o-2"), MUG_ORDER).await;
+    assert_eq!(refused.headers()["retry-after"], "60");
+    let problem = assert_problem(refused, 429, "pending-order-quota").await;
+    assert!(
+        problem["detail"].as_str().unwrap().contains("your network"),
+        "{problem}"
+    );
+    assert_eq!(app.count("orders").await, 2);
+    assert_ne!(app.key_state("o-2").await.as_deref(), Some("completed"));
+
+    let other = shopper_from(SECOND);
+    app.open_session(&other).await;
+    let elsewhere = post_order(&other, &app, Some("o-other"), MUG_ORDER).await;
+    assert_eq!(elsewhere.status(), 201, "another client has its own places");
+
+    // A cancelled order frees its place, and keeps no address.
+    let first: serde_json::Value = post_order(&tabs[0], &app, Some("o-0"), MUG_ORDER)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let cancelled = tabs[0]
+        .post(app.url(&format!(
+            "/api/orders/{}/cancel",
+            first["id"].as_str().unwrap()
+        )))
+        .header("idempotency-key", "cancel-o-0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(cancelled.status(), 200);
+    let retried = post_order(&tabs[2], &app, Some("o-2"), MUG_ORDER).await;
+    assert_eq!(
+        retried.status(),
+        201,
+        "the same request, once a place is free"
+    );
+    assert_eq!(
+        app.count_where("orders", "status = 'cancelled' AND client_bucket IS NULL")
+            .await,
+        1
+    );
+    assert_eq!(
+        app.count_where("orders", "client_bucket = '127.0.0.2'")
+            .await,
+        2,
+        "the waiting orders name their client's bucket"
+    );
+}
+
+/// Ten sessions of one client order at the same instant (a barrier) against a client quota
+/// of three: the database counts them one after another, so exactly three are made.
+#[tokio::test]
+async fn simultaneous_orders_of_one_clients_sessions_cannot_pass_its_quota() {
+    let app = spawn_app_with(|c| c.limits.pending_orders_per_client = 3).await;
+    let barrier = Arc::new(tokio::sync::Barrier::new(10));
+    let mut sessions = Vec::new();
+    for _ in 0..10 {
+        let tab = shopper_from(FIRST);
+        app.open_session(&tab).await;
+        sessions.push(tab);
+    }
+    let orders: Vec<_> = sessions
+        .into_iter()
+        .enumerate()
+        .map(|(i, tab)| {
+            let request = tab
+                .post(app.url("/api/orders"))
+                .header("content-type", "application/json")
+                .header("idempotency-key", format!("tab-{i}"))
+                .body(MUG_ORDER);
+            let barrier = barrier.clone();
+            tokio::spawn(async move {
+                barrier.wait().await;
+                request.send().await.unwrap().status().as_u16()
+            })
+        })
+        .collect();
+    let mut statuses = Vec::new();
+    for order in orders {
+        statuses.push(order.await.unwrap());
+    }
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        3,
+        "{statuses:?}"
+    );
+    assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 7);
+    assert_eq!(app.count("orders").await, 3);
+}
