@@ -1,5 +1,5 @@
-//! The commands besides serving: workers on their own, dead-letter handling, and the
-//! operator password's hash.
+//! The commands besides serving: workers on their own, dead-letter handling, the operator
+//! password's hash, and a link that lets a new browser into the console.
 
 use std::{future::Future, io::Read, sync::Arc};
 
@@ -76,6 +76,21 @@ pub async fn dead_letters(config: Config, args: &[String]) -> anyhow::Result<()>
         }
         Some(other) => anyhow::bail!("unknown dead-letters command {other}: list, retry, discard"),
     }
+    Ok(())
+}
+
+/// `server operator-browser`: a link that lets the browser that opens it in through every
+/// lock on the console's login (the password is still needed), for an operator on a
+/// browser never used before while logins are locked (docs/design.md, "The operator
+/// console").
+pub async fn operator_browser(config: Config) -> anyhow::Result<()> {
+    let db = database(&config).await?;
+    let secret = crate::operator::enrol_browser(&db, &config).await?;
+    println!(
+        "Open /operator/login?browser={secret} on the shop's address within {} minutes, in \
+         the browser to let in; then log in there with the password.",
+        crate::operator::BROWSER_LINK_MINUTES
+    );
     Ok(())
 }
 

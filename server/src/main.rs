@@ -3,6 +3,8 @@
 //! `server dead-letters list|retry <id>|discard <id>`: operators' handling of dead letters.
 //! `server hash-password`: the argon2 hash of the password on stdin, for
 //! `OPERATOR_PASSWORD_HASH`.
+//! `server operator-browser`: a link that lets a new browser into the console's login
+//! through every lock.
 
 use server::{
     cli,
@@ -33,8 +35,10 @@ async fn main() -> anyhow::Result<()> {
         }
         Some("worker") => cli::run_workers(config, &args[1..], shutdown_signal()).await?,
         Some("dead-letters") => cli::dead_letters(config, &args[1..]).await?,
+        Some("operator-browser") => cli::operator_browser(config).await?,
         Some(other) => anyhow::bail!(
-            "unknown command {other}: try `worker`, `dead-letters` or `hash-password`"
+            "unknown command {other}: try `worker`, `dead-letters`, `operator-browser` or \
+             `hash-password`"
         ),
     }
     Ok(())

@@ -5,6 +5,11 @@
 //! known secret is counted under that browser alone (`throttle::admit_browser`), so guesses
 //! from every address together cannot lock the operator out of a browser they do not hold,
 //! while a stolen cookie still buys one address's share of guesses, no more.
+//!
+//! A browser the operator never used gets in the same way through a link that someone who
+//! can run commands on the server makes (`server operator-browser`, [`enrol`]): it hands the
+//! browser a secret that is known, unused, for [`LINK_MINUTES`]; the password is still
+//! needed.
 
 use axum::http::{HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
@@ -21,6 +26,8 @@ const KEPT_DAYS: i32 = 90;
 const MOST_BROWSERS: i64 = 10;
 /// The length of a browser's secret, in alphanumeric characters.
 const SECRET_LEN: usize = 43;
+/// How long a link from [`enrol`] lets a new browser in.
+pub const LINK_MINUTES: i32 = 15;
 
 /// A browser known by its secret, named in the throttle by a short part of its digest.
 pub struct Browser {
@@ -61,7 +68,8 @@ pub async fn known(
     };
     let known = sqlx::query_scalar!(
         "SELECT secret_sha256 FROM operator_browsers
-          WHERE secret_sha256 = $1 AND last_login_at > now() - make_interval(days => $2)",
+          WHERE secret_sha256 = $1 AND last_login_at > now() - make_interval(days => $2)
+            AND (unused_until IS NULL OR unused_until > now())",
         digest(config, secret),
         KEPT_DAYS
     )
@@ -88,7 +96,8 @@ pub async fn remember(
     let mut tx = db.begin().await?;
     let renewed = match browser {
         Some(browser) => sqlx::query!(
-            "UPDATE operator_browsers SET secret_sha256 = $2, last_login_at = now()
+            "UPDATE operator_browsers
+                SET secret_sha256 = $2, last_login_at = now(), unused_until = NULL
               WHERE secret_sha256 = $1",
             browser.secret_sha256,
             new
@@ -106,6 +115,13 @@ pub async fn remember(
         .execute(&mut *tx)
         .await?;
     }
+    keep_the_newest(&mut tx).await?;
+    tx.commit().await?;
+    Ok(cookie(config, &secret))
+}
+
+/// Past [`MOST_BROWSERS`], forgets the longest unused.
+async fn keep_the_newest(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "DELETE FROM operator_browsers WHERE secret_sha256 NOT IN (
              SELECT secret_sha256 FROM operator_browsers
@@ -114,7 +130,11 @@ pub async fn remember(
     )
     .execute(&mut *tx)
     .await?;
-    tx.commit().await?;
+    Ok(())
+}
+
+/// The `Set-Cookie` that gives the browser `secret`, sent to the login only.
+fn cookie(config: &Config, secret: &str) -> HeaderValue {
     let secure = if config.served_over_https {
         "; Secure"
     } else {
@@ -124,13 +144,54 @@ pub async fn remember(
     let cookie = format!(
         "{COOKIE}={secret}; Path=/operator/login; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
     );
-    Ok(HeaderValue::from_str(&cookie).expect("a secret is alphanumeric"))
+    HeaderValue::from_str(&cookie).expect("a secret is alphanumeric")
 }
 
-/// Forgets browsers without a login for [`KEPT_DAYS`].
+/// For `server operator-browser`: a new browser's secret, known unused for
+/// [`LINK_MINUTES`], for the link `/operator/login?browser=<secret>` that hands it to the
+/// browser that opens it. Counts among the [`MOST_BROWSERS`].
+pub async fn enrol(db: &PgPool, config: &Config) -> Result<String, sqlx::Error> {
+    let secret = random_secret(SECRET_LEN);
+    let mut tx = db.begin().await?;
+    sqlx::query!(
+        "INSERT INTO operator_browsers (secret_sha256, unused_until)
+         VALUES ($1, now() + make_interval(mins => $2))",
+        digest(config, &secret),
+        LINK_MINUTES
+    )
+    .execute(&mut *tx)
+    .await?;
+    keep_the_newest(&mut tx).await?;
+    tx.commit().await?;
+    Ok(secret)
+}
+
+/// The `Set-Cookie` that hands a browser the secret of a link from [`enrol`], while the
+/// link works and no login has used it; `None` for any other text, so that a link made up
+/// by another site cannot replace the secret a browser holds.
+pub async fn from_link(
+    db: &PgPool,
+    config: &Config,
+    secret: &str,
+) -> Result<Option<HeaderValue>, sqlx::Error> {
+    if secret.len() != SECRET_LEN {
+        return Ok(None);
+    }
+    let waiting = sqlx::query_scalar!(
+        r#"SELECT true AS "waiting!" FROM operator_browsers
+            WHERE secret_sha256 = $1 AND unused_until > now()"#,
+        digest(config, secret)
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(waiting.map(|_| cookie(config, secret)))
+}
+
+/// Forgets browsers without a login for [`KEPT_DAYS`], and links nobody used in time.
 pub async fn forget_unused(db: &PgPool) -> Result<u64, sqlx::Error> {
     let forgotten = sqlx::query!(
-        "DELETE FROM operator_browsers WHERE last_login_at < now() - make_interval(days => $1)",
+        "DELETE FROM operator_browsers
+          WHERE last_login_at < now() - make_interval(days => $1) OR unused_until < now()",
         KEPT_DAYS
     )
     .execute(db)

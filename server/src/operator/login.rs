@@ -5,7 +5,7 @@
 use app::site_files::SiteFiles;
 use askama::Template;
 use axum::{
-    extract::State,
+    extract::{Query, State},
     http::{header, HeaderMap, StatusCode},
     response::{IntoResponse, Redirect, Response},
     Form,
@@ -35,9 +35,29 @@ struct LoginPage {
     chrome: Chrome,
 }
 
-/// The login form; its token is kept in a cookie, so looking at it stores nothing.
-pub async fn login_page(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    login_form(&state, &headers, None)
+#[derive(Deserialize)]
+pub struct LinkQuery {
+    /// The secret of a link from `server operator-browser` (`browsers::enrol`).
+    browser: Option<String>,
+}
+
+/// The login form; its token is kept in a cookie, so looking at it stores nothing. Opened
+/// through a link from `server operator-browser`, it first hands this browser the link's
+/// secret, then sends it to the plain form, so the secret leaves the address bar at once.
+pub async fn login_page(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Query(link): Query<LinkQuery>,
+) -> Response {
+    let Some(secret) = link.browser else {
+        return login_form(&state, &headers, None);
+    };
+    let to_form = Redirect::to("/operator/login");
+    match browsers::from_link(&state.db, &state.config, &secret).await {
+        Ok(Some(cookie)) => ([(header::SET_COOKIE, cookie)], to_form).into_response(),
+        Ok(None) => to_form.into_response(),
+        Err(e) => ApiError::from(e).into_response(),
+    }
 }
 
 /// The login form with `notice`, its token renewed in its cookie.

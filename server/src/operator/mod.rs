@@ -27,7 +27,10 @@ use axum::{
 
 use crate::state::AppState;
 
-pub use browsers::forget_unused as forget_unused_browsers;
+pub use browsers::{
+    enrol as enrol_browser, forget_unused as forget_unused_browsers,
+    LINK_MINUTES as BROWSER_LINK_MINUTES,
+};
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -314,15 +314,80 @@ async fn a_browser_the_operator_logged_in_from_gets_in_through_the_global_lock()
     );
 }
 
-/// The browser secret a login's answer gives, as a `name=value` cookie.
-fn browser_cookie(answer: &reqwest::Response) -> String {
+/// A browser the operator never used gets in through the global lock by a link made on the
+/// server (`server operator-browser`); the password is still needed. A made-up link (seen
+/// red when any secret was handed out: the operator's own cookie would be replaced), an
+/// expired one and one a login has used hand out nothing.
+#[tokio::test]
+async fn a_link_made_on_the_server_lets_a_new_browser_in_through_the_global_lock() {
+    let app = spawn_guarded(limits(2, 2, Duration::from_secs(60))).await;
+    fail(&app, &shopper_from([127, 0, 0, 2]), 1).await;
+    fail(&app, &shopper_from([127, 0, 0, 3]), 1).await;
+    let operator = shopper();
+    assert_locked_out(login(&app, &operator, PASSWORD).await).await;
+
+    let link = |secret: &str| app.url(&format!("/operator/login?browser={secret}"));
+    let made_up = operator.get(link(&"x".repeat(43))).send().await.unwrap();
+    assert_eq!(hands_out(&made_up), None);
+    let secret = server::operator::enrol_browser(&app.db, &app.config)
+        .await
+        .unwrap();
+    let opened = operator.get(link(&secret)).send().await.unwrap();
+    assert_eq!(opened.status(), 303);
+    assert_eq!(
+        opened.headers()["location"],
+        "/operator/login",
+        "the secret leaves the address"
+    );
+    assert_eq!(
+        hands_out(&opened),
+        Some(format!("once_operator_browser={secret}"))
+    );
+    assert_eq!(login(&app, &operator, PASSWORD).await.status(), 303);
+    assert!(logged_in(&app, &operator).await);
+    assert_eq!(
+        hands_out(&shopper().get(link(&secret)).send().await.unwrap()),
+        None,
+        "used"
+    );
+
+    let late = server::operator::enrol_browser(&app.db, &app.config)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE operator_browsers SET unused_until = now() WHERE unused_until IS NOT NULL")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let stranger = shopper();
+    assert_eq!(
+        hands_out(&stranger.get(link(&late)).send().await.unwrap()),
+        None,
+        "expired"
+    );
+    assert_locked_out(login(&app, &stranger, PASSWORD).await).await;
+    server::operator::forget_unused_browsers(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(
+        app.count("operator_browsers").await,
+        1,
+        "the expired link is forgotten"
+    );
+}
+
+/// The browser secret an answer hands out, as a `name=value` cookie, if any.
+fn hands_out(answer: &reqwest::Response) -> Option<String> {
     answer
         .headers()
         .get_all("set-cookie")
         .iter()
         .map(|c| c.to_str().unwrap().split(';').next().unwrap().to_owned())
         .find(|c| c.starts_with("once_operator_browser="))
-        .expect("a browser secret")
+}
+
+/// The browser secret a login's answer gives, as a `name=value` cookie.
+fn browser_cookie(answer: &reqwest::Response) -> String {
+    hands_out(answer).expect("a browser secret")
 }
 
 /// Whoever knew the password holds at most ten browsers' shares of guesses: an eleventh
