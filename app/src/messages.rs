@@ -34,6 +34,7 @@ const TEXTS: &[(&str, &str)] = &[
     ("mixed-currencies", "Your cart mixes prices in different currencies; please order them separately."),
     ("invalid-order", "Your cart cannot be ordered as it is. Please check it and try again."),
     ("pending-order-quota", "You have as many orders waiting for payment as the shop keeps open at once. Pay or cancel one of them, then place this order again."),
+    ("client-pending-order-quota", "Many orders placed from your network are waiting for payment. The shop takes more once some of them are paid, cancelled or expired: please try again later."),
     ("rate-limited", "The shop is receiving too many requests from you right now. Wait a moment and try again."),
     (CART_ADD_QUOTA, "You have changed your cart very often in the last hour. Please wait a while before adding more."),
 ];

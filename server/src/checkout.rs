@@ -193,7 +193,8 @@ async fn answer_for(
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
-        "mixed-currencies", "pending-order-quota", "rate-limited"
+        "mixed-currencies", "pending-order-quota", "client-pending-order-quota",
+        "rate-limited"
     ]))),
 )]
 async fn place_order_api(

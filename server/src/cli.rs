@@ -84,6 +84,13 @@ pub async fn dead_letters(config: Config, args: &[String]) -> anyhow::Result<()>
 /// browser never used before while logins are locked (docs/design.md, "The operator
 /// console").
 pub async fn operator_browser(config: Config) -> anyhow::Result<()> {
+    // A browser is known under the password as configured: one the server makes for a run
+    // of its own is not in this command's configuration, and the link would name nothing.
+    anyhow::ensure!(
+        config.operator_password.is_some() || config.operator_password_hash.is_some(),
+        "run it with the server's OPERATOR_PASSWORD or OPERATOR_PASSWORD_HASH: a browser is \
+         known under the password the server checks"
+    );
     let db = database(&config).await?;
     let secret = crate::operator::enrol_browser(&db, &config).await?;
     println!(

@@ -99,6 +99,17 @@ pub fn from_own_origin(headers: &HeaderMap) -> bool {
     }
 }
 
+/// Whether a read was embedded by a page of another site (an image, a script, a `fetch`):
+/// the browser says so (`Sec-Fetch-Site: cross-site`, any mode but `navigate`). Such a read
+/// never opens a session: the session cookie stays behind on it (`SameSite=Lax`), so a page
+/// with hundreds of images of the shop would make every visitor open hundreds of sessions,
+/// using up what their address may open (`session::open_session`).
+pub fn embedded_by_another_site(headers: &HeaderMap) -> bool {
+    let site = headers.get("sec-fetch-site").map(|v| v.as_bytes());
+    let mode = headers.get("sec-fetch-mode").map(|v| v.as_bytes());
+    site == Some(b"cross-site") && mode != Some(b"navigate")
+}
+
 /// `host[:port]` of an origin such as `http://127.0.0.1:3000`; `None` for `null` or junk.
 fn authority_of(origin: &[u8]) -> Option<&[u8]> {
     let rest = without_scheme(std::str::from_utf8(origin).ok()?)?;

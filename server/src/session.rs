@@ -75,7 +75,9 @@ pub async fn operator_layer(
 /// Writes never open a session here: see [`ExistingShopper`]. A client that opened as many
 /// sessions as it may this hour (`NEW_SESSIONS_PER_CLIENT_PER_HOUR`) is told when to come
 /// back instead: each session is a row, and a client without a cookie would otherwise store
-/// one per read.
+/// one per read. A read another site's page embedded opens none and is refused (403
+/// `cross-site-request`, `origin::embedded_by_another_site`), so it cannot spend that
+/// allowance for the visitor's address.
 pub async fn open_session(
     State(throttle): State<Arc<Throttle>>,
     session: Session,
@@ -86,6 +88,9 @@ pub async fn open_session(
         match existing_id(&session).await {
             Ok(Some(_)) => {}
             Ok(None) => {
+                if crate::origin::embedded_by_another_site(request.headers()) {
+                    return ApiError::CrossSite.into_response();
+                }
                 if let Some(retry_after) = throttle.new_session_wait(&request) {
                     return throttle::too_many(retry_after);
                 }

@@ -120,12 +120,14 @@ pub async fn remember(
     Ok(cookie(config, &secret))
 }
 
-/// Past [`MOST_BROWSERS`], forgets the longest unused.
+/// Past [`MOST_BROWSERS`], forgets the longest unused; a link nobody has logged in
+/// through goes before any browser that logged in.
 async fn keep_the_newest(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "DELETE FROM operator_browsers WHERE secret_sha256 NOT IN (
              SELECT secret_sha256 FROM operator_browsers
-              ORDER BY last_login_at DESC LIMIT $1)",
+              WHERE unused_until IS NULL OR unused_until > now()
+              ORDER BY unused_until IS NULL DESC, last_login_at DESC LIMIT $1)",
         MOST_BROWSERS
     )
     .execute(&mut *tx)

@@ -52,10 +52,17 @@ pub async fn login_page(
     let Some(secret) = link.browser else {
         return login_form(&state, &headers, None);
     };
-    let to_form = Redirect::to("/operator/login");
     match browsers::from_link(&state.db, &state.config, &secret).await {
-        Ok(Some(cookie)) => ([(header::SET_COOKIE, cookie)], to_form).into_response(),
-        Ok(None) => to_form.into_response(),
+        Ok(Some(cookie)) => {
+            let to_form = Redirect::to("/operator/login");
+            ([(header::SET_COOKIE, cookie)], to_form).into_response()
+        }
+        Ok(None) => {
+            let notice = "That link lets no browser in: it was used, it is older than 15 \
+                          minutes, or it was made under another password. \
+                          `server operator-browser` makes a new one.";
+            login_form(&state, &headers, Some(notice.into()))
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }

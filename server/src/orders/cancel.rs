@@ -40,6 +40,7 @@ pub enum NotCancelled {
 #[utoipa::path(
     post,
     path = "/orders/{id}/cancel",
+    operation_id = "cancel_order",
     tag = "orders",
     params(("id" = Uuid, Path, description = "The order to cancel."), IdempotencyKeyHeader),
     responses((status = 200, description = "The order, cancelled.", body = domain::Order)),

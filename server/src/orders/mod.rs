@@ -69,7 +69,8 @@ pub fn router() -> OpenApiRouter<AppState> {
     extensions(("x-problems" = json!([
         "unsupported-media-type",
         "malformed-json", "invalid-body", "invalid-order", "unknown-sku", "out-of-stock",
-        "mixed-currencies", "payload-too-large", "pending-order-quota", "rate-limited"
+        "mixed-currencies", "payload-too-large", "pending-order-quota", "client-pending-order-quota",
+        "rate-limited"
     ]))),
 )]
 async fn create(
@@ -139,7 +140,7 @@ fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
             retry_after_secs: PENDING_QUOTA_RETRY_AFTER_SECS,
         }),
         store::Outcome::OverClientQuota => Err(ApiError::TooManyRequests {
-            problem: "pending-order-quota",
+            problem: "client-pending-order-quota",
             detail: "Many orders placed from your network are waiting for payment. The shop \
                      takes more once some of them are paid, cancelled or expired: please try \
                      again later."

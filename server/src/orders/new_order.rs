@@ -33,8 +33,14 @@ pub struct NewOrderBody {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NewOrderLine {
-    /// A product's sku, from GET /api/products.
-    #[schema(min_length = 1, max_length = 64, example = "MUG-001")]
+    /// A product's sku, from GET /api/products: letters, digits and hyphens
+    /// (`catalog::is_plausible_sku`).
+    #[schema(
+        min_length = 1,
+        max_length = 64,
+        pattern = "^[A-Za-z0-9-]+$",
+        example = "MUG-001"
+    )]
     sku: String,
     #[schema(minimum = 1, maximum = 99)]
     #[serde(deserialize_with = "whole_number")]

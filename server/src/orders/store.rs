@@ -95,6 +95,14 @@ pub async fn create_in_new_tx(
     if quota.per_session > 0 {
         crate::session::hold_for_quota(&mut tx, &session_id).await?;
     }
+    // The client's hold comes next, before the cart's lock, whichever quotas are on: every
+    // order takes its locks in this one order, so no two orders wait for each other.
+    if let Some(client) = quota.counted_client() {
+        let max = quota.per_client;
+        if client_pending_orders(&mut tx, client, max).await? >= i64::from(max) {
+            return Ok((tx, Outcome::OverClientQuota));
+        }
+    }
     // The checkout checked the key before it read the cart; checked again here, under the
     // cart's lock and in the order's transaction, a cart changed in between (another tab)
     // cannot be ordered under its old key. The refusal is stored with the key.
@@ -106,12 +114,6 @@ pub async fn create_in_new_tx(
     let max = quota.per_session;
     if max > 0 && pending_orders(&mut tx, &session_id, max).await? >= i64::from(max) {
         return Ok((tx, Outcome::OverQuota));
-    }
-    if let Some(client) = quota.counted_client() {
-        let max = quota.per_client;
-        if client_pending_orders(&mut tx, client, max).await? >= i64::from(max) {
-            return Ok((tx, Outcome::OverClientQuota));
-        }
     }
     match create(&mut tx, &session_id, quota.client.as_deref(), &new).await? {
         Ok(order) => {
@@ -152,7 +154,7 @@ async fn pending_orders(
 /// transaction. The client is held first, for the rest of that transaction (an advisory
 /// lock named by the bucket: the client has no row of its own), so that orders of one
 /// client count one after another, whichever sessions and instances they come through.
-/// A session's hold is always taken before it, so no two orders wait for each other.
+/// Taken after the session's hold and before any other lock of the order.
 async fn client_pending_orders(
     tx: &mut PgConnection,
     client: &str,

@@ -76,7 +76,7 @@ async fn a_client_waits_for_payment_on_at_most_its_quota_of_orders_over_all_its_
     }
     let refused = post_order(&tabs[2], &app, Some("o-2"), MUG_ORDER).await;
     assert_eq!(refused.headers()["retry-after"], "60");
-    let problem = assert_problem(refused, 429, "pending-order-quota").await;
+    let problem = assert_problem(refused, 429, "client-pending-order-quota").await;
     assert!(
         problem["detail"].as_str().unwrap().contains("your network"),
         "{problem}"
@@ -163,4 +163,74 @@ async fn simultaneous_orders_of_one_clients_sessions_cannot_pass_its_quota() {
     );
     assert_eq!(statuses.iter().filter(|s| **s == 429).count(), 7);
     assert_eq!(app.count("orders").await, 3);
+}
+
+/// The checkout's two doors count the same: with a client quota of one, a second session
+/// of the client is sent back by the form with the reason, and refused by the hydrated
+/// page's API.
+#[tokio::test]
+async fn the_checkout_counts_against_the_clients_quota_through_either_door() {
+    let app = spawn_app_with(|c| c.limits.pending_orders_per_client = 1).await;
+    let mut tabs = Vec::new();
+    for _ in 0..3 {
+        let tab = shopper_from(FIRST);
+        app.open_session(&tab).await;
+        add_mugs(&app, &tab).await;
+        tabs.push(tab);
+    }
+    let key = page_key(&app, &tabs[0]).await;
+    let placed = location(
+        &form_request(&app, &tabs[0], &key, None)
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert!(placed.starts_with("/orders/"), "{placed}");
+
+    let key = page_key(&app, &tabs[1]).await;
+    let sent_back = location(
+        &form_request(&app, &tabs[1], &key, None)
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert!(
+        sent_back.contains("problem=client-pending-order-quota"),
+        "{sent_back}"
+    );
+    let key = page_key(&app, &tabs[2]).await;
+    let refused = tabs[2]
+        .post(app.url("/api/checkout"))
+        .header("idempotency-key", key)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(refused, 429, "client-pending-order-quota").await;
+    assert_eq!(app.count("orders").await, 1);
+}
+
+/// A read another site's page embeds (an image of the shop) opens no session, so no page
+/// elsewhere can spend the allowance of its visitors' address; a link followed from
+/// there (a navigation) opens one as always.
+#[tokio::test]
+async fn a_read_another_site_embeds_opens_no_session() {
+    let app = spawn_app_with(|c| c.limits.new_sessions_per_client_per_hour = 1).await;
+    let before = sessions_stored(&app).await;
+    let browser = shopper_from(FIRST);
+    let embed = |mode: &'static str| {
+        browser
+            .get(app.url("/"))
+            .header("sec-fetch-site", "cross-site")
+            .header("sec-fetch-mode", mode)
+            .send()
+    };
+    for _ in 0..3 {
+        let embedded = embed("no-cors").await.unwrap();
+        assert!(embedded.headers().get("set-cookie").is_none());
+        assert_problem(embedded, 403, "cross-site-request").await;
+    }
+    assert_eq!(sessions_stored(&app).await, before);
+    let followed = embed("navigate").await.unwrap();
+    assert_eq!(followed.status(), 200, "the allowance was still whole");
+    assert_eq!(sessions_stored(&app).await, before + 1);
 }

@@ -329,6 +329,8 @@ async fn a_link_made_on_the_server_lets_a_new_browser_in_through_the_global_lock
     let link = |secret: &str| app.url(&format!("/operator/login?browser={secret}"));
     let made_up = operator.get(link(&"x".repeat(43))).send().await.unwrap();
     assert_eq!(hands_out(&made_up), None);
+    let page = made_up.text().await.unwrap();
+    assert!(page.contains("That link lets no browser in"), "{page}");
     let secret = server::operator::enrol_browser(&app.db, &app.config)
         .await
         .unwrap();
@@ -365,6 +367,11 @@ async fn a_link_made_on_the_server_lets_a_new_browser_in_through_the_global_lock
         "expired"
     );
     assert_locked_out(login(&app, &stranger, PASSWORD).await).await;
+    assert_eq!(
+        login(&app, &operator, PASSWORD).await.status(),
+        303,
+        "the browser the link let in is a browser like any other since its login"
+    );
     server::operator::forget_unused_browsers(&app.db)
         .await
         .unwrap();
