@@ -15,6 +15,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(
     get,
     path = "/products",
+    operation_id = "list_products",
     tag = "catalog",
     responses((status = 200, description = "The catalog, by sku.", body = Vec<Product>)),
 )]

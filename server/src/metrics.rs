@@ -164,6 +164,7 @@ impl once_events::Counters for Metrics {
 #[utoipa::path(
     get,
     path = "/metrics",
+    operation_id = "get_metrics",
     tag = "metrics",
     responses((status = 200, description = "This process's counters and the database's gauges, in Prometheus text format.",
         content_type = "text/plain; version=0.0.4", body = String,

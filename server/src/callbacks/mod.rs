@@ -106,6 +106,7 @@ fn understand(event: &ProviderEvent) -> Event {
 #[utoipa::path(
     post,
     path = "/webhooks/provider",
+    operation_id = "receive_provider_callback",
     tag = "provider",
     params(("Once-Signature" = String, Header,
         description = "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"t.body\">` with a shared secret; within 300 s of now.",

@@ -36,6 +36,7 @@ pub struct KeyStatus {
 #[utoipa::path(
     get,
     path = "/idempotency-keys/{key}",
+    operation_id = "get_idempotency_key",
     tag = "idempotency",
     params(("key" = String, Path, description = "An Idempotency-Key this session sent.",
         max_length = 512, pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#)),

@@ -3,6 +3,7 @@
 //! `/api/openapi.json`, with a reference page at `/api/docs/` whose assets are inside the
 //! binary (it works offline). docs/api.md is the guide to read beside it.
 
+mod links;
 pub mod problems;
 
 use utoipa::{
@@ -93,9 +94,11 @@ pub fn base() -> OpenApi {
     <ApiDoc as utoipa::OpenApi>::openapi()
 }
 
-/// Completes the document the routers collected: each operation's problem responses.
+/// Completes the document the routers collected: each operation's problem responses, and
+/// the links from an answer to the operations that follow it.
 pub fn finish(mut doc: OpenApi) -> OpenApi {
     problems::add_problem_responses(&mut doc);
+    links::add_links(&mut doc);
     doc
 }
 

@@ -62,7 +62,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 pub struct PayBody {
     /// 12 to 19 digits, spaces allowed; sent to the provider, never stored. The sandbox
     /// provider declines 4000000000000002 and charges the others.
-    #[schema(example = "4242 4242 4242 4242")]
+    #[schema(pattern = "^ *(?:[0-9] *){12,19}$", example = "4242 4242 4242 4242")]
     card_number: String,
 }
 
@@ -106,6 +106,7 @@ fn pay_operation(order_id: Uuid) -> String {
 #[utoipa::path(
     post,
     path = "/orders/{id}/payments",
+    operation_id = "pay_order",
     tag = "payments",
     params(("id" = Uuid, Path, description = "The order to pay."), IdempotencyKeyHeader),
     request_body(content = PayBody, example = json!({"card_number": "4242 4242 4242 4242"})),
@@ -252,6 +253,7 @@ async fn reply_for(tx: &mut PgConnection, payment_id: Uuid) -> Result<Reply, Api
 #[utoipa::path(
     get,
     path = "/orders/{id}/payments",
+    operation_id = "list_payments",
     tag = "payments",
     params(("id" = Uuid, Path, description = "The order.")),
     responses((status = 200, description = "Every attempt, with its status.", body = Vec<PaymentView>)),

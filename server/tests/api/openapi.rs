@@ -432,3 +432,131 @@ async fn the_documented_key_pattern_is_the_rule_the_server_parses_by() {
         assert_eq!(pattern.is_match(key), parsed, "{key:?}");
     }
 }
+
+/// Every operation has an id of its own, which links name.
+fn operation_by_id<'a>(doc: &'a Value, id: &str) -> (String, String, &'a Value) {
+    let mut matching = operations(doc)
+        .into_iter()
+        .filter(|(_, _, op)| op["operationId"] == id);
+    let found = matching
+        .next()
+        .unwrap_or_else(|| panic!("no operation {id}"));
+    assert!(matching.next().is_none(), "two operations named {id}");
+    (found.0, found.1, found.2)
+}
+
+/// The links the document gives from an answer (OpenAPI `links`) lead somewhere real: each
+/// names an operation by a unique id, and followed from a real answer (its `id` read by the
+/// link's expression) each is answered as the operation documents. They are what turns
+/// schemathesis's stateful phase on (`scripts/api-fuzz`).
+#[tokio::test]
+async fn the_links_from_an_order_lead_to_its_payment_its_page_and_back() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let doc = fetch_document(&app).await;
+    for (_, _, operation) in operations(&doc) {
+        let id = operation["operationId"].as_str().expect("an operationId");
+        operation_by_id(&doc, id);
+    }
+    let created = post_order(&app.client, &app, Some("linked"), MUG_ORDER).await;
+    assert_eq!(created.status(), 201);
+    let order: Value = created.json().await.unwrap();
+    let (_, _, create) = operation_by_id(&doc, "create_order");
+    let links = create["responses"]["201"]["links"]
+        .as_object()
+        .expect("links");
+    let names: BTreeSet<_> = links.keys().map(String::as_str).collect();
+    assert_eq!(names, BTreeSet::from(["cancel", "pay", "payments", "read"]));
+
+    let paid = follow(&app, &doc, &links["pay"], &order).await;
+    assert_eq!(paid.status(), 201);
+    let payment: Value = paid.json().await.unwrap();
+    for name in ["read", "payments"] {
+        assert_eq!(follow(&app, &doc, &links[name], &order).await.status(), 200);
+    }
+    let (_, _, pay) = operation_by_id(&doc, "pay_order");
+    let back = follow(
+        &app,
+        &doc,
+        &pay["responses"]["201"]["links"]["order"],
+        &payment,
+    )
+    .await;
+    let read_back: Value = back.json().await.unwrap();
+    assert_eq!(
+        (read_back["id"].clone(), read_back["status"].as_str()),
+        (order["id"].clone(), Some("paid"))
+    );
+}
+
+/// Sends the request `link` describes, its `id` read from `answer` by the link's expression
+/// (`$response.body#/<pointer>`); a write carries a fresh key, a payment a good card.
+async fn follow(app: &TestApp, doc: &Value, link: &Value, answer: &Value) -> reqwest::Response {
+    let expression = link["parameters"]["id"].as_str().expect("an id parameter");
+    let pointer = expression
+        .strip_prefix("$response.body#")
+        .expect("a body pointer");
+    let id = answer
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .expect("the id in the answer");
+    let (method, path, _) = operation_by_id(doc, link["operationId"].as_str().unwrap());
+    let url = app.url(&path.replace("{id}", id));
+    match method.as_str() {
+        "get" => app.client.get(url),
+        "post" => app
+            .client
+            .post(url)
+            .header("idempotency-key", uuid::Uuid::new_v4().to_string())
+            .json(&serde_json::json!({ "card_number": CARD_OK })),
+        other => panic!("a link to a {other}"),
+    }
+    .send()
+    .await
+    .unwrap()
+}
+
+/// The patterns the document gives a line's sku and a card number are the rules the server
+/// refuses by, so the values a generator draws from them are the ones the server takes.
+#[tokio::test]
+async fn the_documented_sku_and_card_patterns_are_the_rules_the_server_parses_by() {
+    let app = spawn_app().await;
+    let doc = fetch_document(&app).await;
+    let schemas = &doc["components"]["schemas"];
+    let pattern_of = |schema: &str, field: &str| {
+        let pattern = schemas[schema]["properties"][field]["pattern"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{schema}.{field} has a pattern"));
+        Regex::new(pattern).unwrap()
+    };
+    let sku = pattern_of("NewOrderLine", "sku");
+    for text in [
+        "MUG-001",
+        "a-Z-9",
+        "-",
+        "with space",
+        "nul\0",
+        "caf\u{e9}",
+        "x.y",
+        "",
+    ] {
+        let plausible = server::catalog::is_plausible_sku(text);
+        assert_eq!(sku.is_match(text), plausible, "{text:?}");
+    }
+    let card = pattern_of("PayBody", "card_number");
+    for text in [
+        "4242424242424242",
+        "4242 4242 4242 4242",
+        "  4242 4242 4242 4242  ",
+        "424242424242",
+        "42424242424",
+        "4242424242424242424",
+        "42424242424242424242",
+        "4242-4242-4242-4242",
+        "4242\t4242424242424",
+        "",
+    ] {
+        let parsed =
+            server::payments::CardNumber::parse(&serde_json::json!({ "card_number": text }));
+        assert_eq!(card.is_match(text), parsed.is_ok(), "{text:?}");
+    }
+}
