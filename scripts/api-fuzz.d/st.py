@@ -1,11 +1,13 @@
 """schemathesis's command line (`st`), with one workaround.
 
 Describing a filtered strategy, hypothesis parses the whole source file its lambda comes
-from. For schemathesis's coverage module, a parse made deep in a worker's stack can fail
-with CPython 3.11's `SystemError: AST constructor recursion depth mismatch` (seen on POST
-/api/orders/{id}/payments, depending on the order operations are tested in), while the same
-parse on a fresh stack succeeds. So a parse that fails that way is made again in a thread
-of its own; any other outcome is the parse's own.
+from. For schemathesis's coverage module, that parse can fail with CPython 3.11's
+`SystemError: AST constructor recursion depth mismatch` (seen on POST
+/api/orders/{id}/payments and .../cancel, depending on the order operations are tested in).
+A parse that fails that way is made again in a thread of its own, which mostly succeeds;
+when that fails too, the parse is reported as the SyntaxError hypothesis expects from a
+source it cannot read, and the lambda is described as `<unknown>`: the description is for
+display only. Any other outcome is the parse's own.
 """
 import ast
 import sys
@@ -29,8 +31,11 @@ def parse(*args, **kwargs):
         thread = threading.Thread(target=again)
         thread.start()
         thread.join()
-        if "error" in outcome:
-            raise outcome["error"]
+        error = outcome.get("error")
+        if isinstance(error, SystemError) and "recursion depth mismatch" in str(error):
+            raise SyntaxError(str(error)) from error
+        if error is not None:
+            raise error
         return outcome["tree"]
 
 
