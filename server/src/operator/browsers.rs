@@ -120,14 +120,14 @@ pub async fn remember(
     Ok(cookie(config, &secret))
 }
 
-/// Past [`MOST_BROWSERS`], forgets the longest unused; a link nobody has logged in
-/// through goes before any browser that logged in.
+/// Past [`MOST_BROWSERS`], forgets the longest unused, and any link past its time. A new
+/// link is the newest: it never goes at once, even when ten browsers are known.
 async fn keep_the_newest(tx: &mut sqlx::PgConnection) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "DELETE FROM operator_browsers WHERE secret_sha256 NOT IN (
              SELECT secret_sha256 FROM operator_browsers
               WHERE unused_until IS NULL OR unused_until > now()
-              ORDER BY unused_until IS NULL DESC, last_login_at DESC LIMIT $1)",
+              ORDER BY last_login_at DESC LIMIT $1)",
         MOST_BROWSERS
     )
     .execute(&mut *tx)

@@ -410,6 +410,18 @@ async fn browsers_are_bounded_and_forgotten_with_the_password() {
         secrets.push(browser_cookie(&answer));
     }
     assert_eq!(app.count("operator_browsers").await, 10);
+    // With ten browsers known, a link made on the server is still the newest, and opening
+    // it hands its secret out (seen red when unused links went first: it was gone at once).
+    let secret = server::operator::enrol_browser(&app.db, &app.config)
+        .await
+        .unwrap();
+    let link = app.url(&format!("/operator/login?browser={secret}"));
+    let opened = shopper().get(link).send().await.unwrap();
+    assert_eq!(
+        hands_out(&opened),
+        Some(format!("once_operator_browser={secret}"))
+    );
+    assert_eq!(app.count("operator_browsers").await, 10);
 
     // The same database, the password changed; the global cap reached by one guess.
     let mut config = app.config.clone();
