@@ -139,7 +139,7 @@ fn refuse(error: ApiError, page: bool) -> Response {
 
 /// A browser that asked for a page (an address typed or followed, a form posted without
 /// wasm) is shown one; script calls and API clients get problem+json.
-fn wants_page(headers: &HeaderMap) -> bool {
+pub fn wants_page(headers: &HeaderMap) -> bool {
     headers
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())

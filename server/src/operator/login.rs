@@ -87,7 +87,11 @@ pub async fn login(
 ) -> Response {
     if !login_token::matches(&headers, &form.csrf) {
         // Not the form this browser was given (another site's, or one kept too long): the
-        // form again, nothing checked.
+        // form again, nothing checked; a program that asked for no page is told in
+        // problem+json.
+        if !crate::refusals::wants_page(&headers) {
+            return ApiError::CrossSite.into_response();
+        }
         let notice = "That login form had expired: please enter the password again.";
         let form = login_form(&state, &headers, Some(notice.into()));
         return (StatusCode::FORBIDDEN, form).into_response();

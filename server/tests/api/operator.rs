@@ -164,13 +164,23 @@ async fn a_login_or_an_action_without_the_forms_token_is_refused() {
     let client = shopper();
     app.open_session(&client).await;
     app.get_text(&client, "/operator/login").await;
-    let forged = client
-        .post(app.url("/operator/login"))
-        .form(&[("csrf", "forged"), ("password", PASSWORD)])
-        .send()
+    let forged = |accept: &'static str| {
+        client
+            .post(app.url("/operator/login"))
+            .header("accept", accept)
+            .form(&[("csrf", "forged"), ("password", PASSWORD)])
+            .send()
+    };
+    let page = forged("text/html").await.unwrap();
+    assert_eq!(page.status(), 403);
+    assert!(page
+        .text()
         .await
-        .unwrap();
-    assert_eq!(forged.status(), 403);
+        .unwrap()
+        .contains("That login form had expired"));
+    // A program is told in problem+json (seen red: the form's HTML, which the property test
+    // of every form route, fn_properties, found).
+    assert_problem(forged("*/*").await.unwrap(), 403, "cross-site-request").await;
 
     let (client, _csrf) = operator(&app).await;
     let letter = a_dead_letter(&app).await;
