@@ -388,9 +388,11 @@ async fn a_second_login_tab_leaves_the_first_one_good() {
         .unwrap();
     assert_eq!(login.status(), 303);
 
+    // A browser's form post (it asks for a page).
     let stranger = shopper();
     let refused = stranger
         .post(app.url("/operator/login"))
+        .header("accept", "text/html")
         .form(&[("csrf", "not-given"), ("password", PASSWORD)])
         .send()
         .await
