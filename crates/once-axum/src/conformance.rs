@@ -1,19 +1,30 @@
 //! The protocol's conformance suite (draft-ietf-httpapi-idempotency-key-header), for an
-//! application's own tests against its own running server. The application describes how to
-//! reach one keyed write through a [`Subject`]; [`run_all`] then checks, over HTTP:
+//! application's own tests against its own running server. The application describes its
+//! keyed operations through a [`Subject`]; [`run_all`] then checks each of them, over HTTP:
 //!
 //! * 400 for a missing or malformed key, with nothing done;
 //! * a repeat is replayed byte for byte with `Idempotent-Replayed: true`;
-//! * the key reused with another body is 422, and nothing more is done;
+//! * the key reused with another body is 422 — a change of any one member of the body, and
+//!   another resource of the same operation — and nothing more is done;
 //! * 409 with `Retry-After` while the first request is in flight;
 //! * a transient failure leaves the key retryable: the same key then succeeds, once;
+//! * a database error met by the work, through the application's own error path, leaves
+//!   the key open (not stored), with `Retry-After`;
 //! * N requests with one key at the same instant execute once;
-//! * a holder whose lease ran out is taken over, and its late completion is fenced.
+//! * a holder whose lease ran out is taken over, and its late completion is fenced; the
+//!   stalled holder is released as soon as the taker has claimed the key, so work under a
+//!   unique constraint (the taker waits for the holder's row) passes too;
+//! * the key-status route answers the caller's own keys (processing, completed with the
+//!   answer's status, failed) and no one else's.
 //!
 //! Each check panics with what it saw when the application breaks the protocol. Each uses
 //! a scope of its own, so the count of effects in that scope is the check's own.
+//!
+//! Connections: the checks run one after another; the storm sends 8 requests at once, the
+//! takeover holds one transaction open while a second request runs. A pool of 10
+//! connections is enough.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use futures::future::join_all;
 use reqwest::{Response, StatusCode};
@@ -25,12 +36,34 @@ pub use gates::Gates;
 
 /// What a request asks the application's test-time faults to do.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub enum Fault {
+    /// Nothing.
     None,
     /// Wait inside the work's open transaction, before the commit, until `open(gate)`.
     Hold(String),
     /// Fail with a transient error (5xx) after the work, before the commit.
     FailTransient,
+    /// Run the work on a database that refuses every write ([`crate::faults::ReadOnlyWork`]):
+    /// the error reaches the application through its own statements and error mapping.
+    ReadOnly,
+}
+
+/// One request the suite sends.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Call<'a> {
+    /// Which of the subject's operations (0 to [`Subject::operations`] − 1).
+    pub op: usize,
+    /// For an operation on a resource ([`Subject::has_target`]): which of the scope's
+    /// resources, made by the subject the first time it is named.
+    pub target: u32,
+    /// The `Idempotency-Key` header's raw value (`None`: no header).
+    pub key: Option<&'a str>,
+    /// The body.
+    pub body: &'a Value,
+    /// The test-time fault to apply.
+    pub fault: Fault,
 }
 
 /// The application under test, as the suite sees it.
@@ -38,45 +71,109 @@ pub trait Subject: Sync {
     /// The application's scope (a session, an API key): whatever the client needs.
     type Scope: Sync;
 
+    /// How many keyed operations the suite checks; each is checked on its own.
+    fn operations(&self) -> usize {
+        1
+    }
+    /// Whether operation `op` acts on a resource its path names (`/bookings/{id}/cancel`).
+    fn has_target(&self, _op: usize) -> bool {
+        false
+    }
     /// A new scope, with no keys and no effects yet.
-    fn new_scope(&self) -> impl std::future::Future<Output = Self::Scope> + Send;
-    /// A valid body for the keyed write; different `n`, different request.
-    fn body(&self, n: u32) -> Value;
-    /// Sends the keyed write with `key` as the raw header value (`None`: no header).
-    fn send(
-        &self,
-        scope: &Self::Scope,
-        key: Option<&str>,
-        body: &Value,
-        fault: Fault,
-    ) -> impl std::future::Future<Output = Response> + Send;
-    /// How many times the write took effect in `scope` (rows it made, say).
-    fn effects(&self, scope: &Self::Scope) -> impl std::future::Future<Output = u64> + Send;
+    fn new_scope(&self) -> impl Future<Output = Self::Scope> + Send;
+    /// A valid body for operation `op`; a different `n`, a different request.
+    fn body(&self, op: usize, n: u32) -> Value;
+    /// Sends `call` in `scope`.
+    fn send(&self, scope: &Self::Scope, call: Call<'_>) -> impl Future<Output = Response> + Send;
+    /// Asks the application's key-status route about `key`, as `scope`.
+    fn key_status(&self, scope: &Self::Scope, key: &str)
+        -> impl Future<Output = Response> + Send;
+    /// How many times a keyed write took effect in `scope` (rows it made, say).
+    fn effects(&self, scope: &Self::Scope) -> impl Future<Output = u64> + Send;
     /// How many requests wait at `gate` now.
-    fn waiting(&self, gate: &str) -> impl std::future::Future<Output = usize> + Send;
+    fn waiting(&self, gate: &str) -> impl Future<Output = usize> + Send;
     /// Releases the requests waiting at `gate`.
-    fn open(&self, gate: &str) -> impl std::future::Future<Output = ()> + Send;
+    fn open(&self, gate: &str) -> impl Future<Output = ()> + Send;
+    /// How many times requests of `key` have claimed it, if the application can tell
+    /// ([`Gates::claims`]); `None`: the takeover check gives the taker a fixed two seconds.
+    fn claims(&self, _key: &str) -> impl Future<Output = Option<usize>> + Send {
+        async { None }
+    }
     /// The lease the application runs with: the takeover check waits it out.
     fn lease(&self) -> Duration;
 }
 
-/// Every check, one after another.
+/// Every check, for every operation, one after another.
 pub async fn run_all<S: Subject>(subject: &S) {
-    missing_or_malformed_key_is_400(subject).await;
-    one_key_in_two_scopes_is_two_requests(subject).await;
-    a_repeat_is_replayed(subject).await;
-    a_key_reused_with_another_body_is_422(subject).await;
-    a_repeat_in_flight_is_409_with_retry_after(subject).await;
-    a_failed_key_is_retryable(subject).await;
-    a_storm_on_one_key_executes_once(subject, 8).await;
-    an_expired_lease_is_taken_over_and_the_stale_holder_fenced(subject).await;
+    assert!(subject.operations() > 0, "a subject has at least one operation");
+    for op in 0..subject.operations() {
+        let s = &On { subject, op };
+        missing_or_malformed_key_is_400(s).await;
+        one_key_in_two_scopes_is_two_requests(s).await;
+        a_repeat_is_replayed(s).await;
+        a_key_reused_with_another_body_is_422(s).await;
+        every_member_of_the_body_is_fingerprinted(s).await;
+        one_key_on_two_resources_is_422(s).await;
+        a_repeat_in_flight_is_409_with_retry_after(s).await;
+        a_failed_key_is_retryable(s).await;
+        a_database_error_in_the_work_leaves_the_key_open(s).await;
+        a_storm_on_one_key_executes_once(s, 8).await;
+        an_expired_lease_is_taken_over_and_the_stale_holder_fenced(s).await;
+        the_key_status_route_answers_the_callers_own_keys(s).await;
+    }
+}
+
+/// One operation of a subject: what every check is given.
+pub struct On<'s, S> {
+    /// The application.
+    pub subject: &'s S,
+    /// The operation checked.
+    pub op: usize,
+}
+
+impl<S: Subject> On<'_, S> {
+    fn body(&self, n: u32) -> Value {
+        self.subject.body(self.op, n)
+    }
+
+    async fn send(&self, scope: &S::Scope, key: Option<&str>, body: &Value, fault: Fault) -> Response {
+        self.send_to(scope, 1, key, body, fault).await
+    }
+
+    async fn send_to(
+        &self,
+        scope: &S::Scope,
+        target: u32,
+        key: Option<&str>,
+        body: &Value,
+        fault: Fault,
+    ) -> Response {
+        let call = Call { op: self.op, target, key, body, fault };
+        self.subject.send(scope, call).await
+    }
+
+    async fn effects(&self, scope: &S::Scope) -> u64 {
+        self.subject.effects(scope).await
+    }
+
+    /// The key's state as the status route tells `scope` (`None`: 404).
+    async fn state(&self, scope: &S::Scope, key: &str) -> Option<Value> {
+        let answer = self.subject.key_status(scope, key).await;
+        match answer.status() {
+            StatusCode::NOT_FOUND => None,
+            StatusCode::OK => Some(answer.json().await.expect("the key status is JSON")),
+            other => panic!("op {}: the key-status route answered {other}", self.op),
+        }
+    }
 }
 
 fn fresh_key() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
-async fn answer(response: Response) -> (StatusCode, Option<String>, Vec<u8>) {
+type Answer = (StatusCode, Option<String>, Vec<u8>);
+
+async fn answer(response: Response) -> Answer {
     let status = response.status();
     let replayed = header(&response, "idempotent-replayed");
     let body = response.bytes().await.expect("a readable body").to_vec();
@@ -91,82 +188,138 @@ fn header(response: &Response, name: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-pub async fn missing_or_malformed_key_is_400<S: Subject>(subject: &S) {
-    let scope = subject.new_scope().await;
-    let body = subject.body(1);
+/// A missing, empty, spaced or badly quoted key is refused (400) and does nothing.
+pub async fn missing_or_malformed_key_is_400<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let body = on.body(1);
     for key in [None, Some(""), Some("with space"), Some("\"unterminated")] {
-        let status = subject.send(&scope, key, &body, Fault::None).await.status();
-        assert_eq!(status, StatusCode::BAD_REQUEST, "key {key:?}");
+        let status = on.send(&scope, key, &body, Fault::None).await.status();
+        assert_eq!(status, StatusCode::BAD_REQUEST, "op {}: key {key:?}", on.op);
     }
-    assert_eq!(
-        subject.effects(&scope).await,
-        0,
-        "a refused key did something"
-    );
+    assert_eq!(on.effects(&scope).await, 0, "a refused key did something");
     // The control: the same scope and body with a valid key are accepted, so the 400s
     // above were about the key.
-    let valid = subject
-        .send(&scope, Some(&fresh_key()), &body, Fault::None)
-        .await;
-    assert!(
-        valid.status().is_success(),
-        "a valid key: {}",
-        valid.status()
-    );
-    assert_eq!(subject.effects(&scope).await, 1);
+    let valid = on.send(&scope, Some(&fresh_key()), &body, Fault::None).await;
+    assert!(valid.status().is_success(), "a valid key: {}", valid.status());
+    assert_eq!(on.effects(&scope).await, 1);
 }
 
 /// Keys are scoped: the same key in another scope is another request, never a replay of
 /// someone else's answer.
-pub async fn one_key_in_two_scopes_is_two_requests<S: Subject>(subject: &S) {
-    let (mine, theirs) = (subject.new_scope().await, subject.new_scope().await);
-    let (key, body) = (fresh_key(), subject.body(1));
+pub async fn one_key_in_two_scopes_is_two_requests<S: Subject>(on: &On<'_, S>) {
+    let (mine, theirs) = (on.subject.new_scope().await, on.subject.new_scope().await);
+    let (key, body) = (fresh_key(), on.body(1));
     for scope in [&mine, &theirs] {
-        let sent = subject.send(scope, Some(&key), &body, Fault::None).await;
-        let (status, replayed, _) = answer(sent).await;
-        assert!(status.is_success(), "in its own scope: {status}");
+        let (status, replayed, _) = answer(on.send(scope, Some(&key), &body, Fault::None).await).await;
+        assert!(status.is_success(), "op {}: in its own scope: {status}", on.op);
         assert_eq!(replayed, None, "a key of another scope was replayed");
-        assert_eq!(subject.effects(scope).await, 1);
+        assert_eq!(on.effects(scope).await, 1);
     }
 }
 
-pub async fn a_repeat_is_replayed<S: Subject>(subject: &S) {
-    let scope = subject.new_scope().await;
-    let (key, body) = (fresh_key(), subject.body(1));
-    let first = answer(subject.send(&scope, Some(&key), &body, Fault::None).await).await;
-    assert!(first.0.is_success(), "first answer {}", first.0);
+/// The same request again gets the first answer, byte for byte, saying it is a replay.
+pub async fn a_repeat_is_replayed<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let (key, body) = (fresh_key(), on.body(1));
+    let first = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
+    assert!(first.0.is_success(), "op {}: first answer {}", on.op, first.0);
     assert_eq!(first.1, None, "a first execution said it was replayed");
-    let again = answer(subject.send(&scope, Some(&key), &body, Fault::None).await).await;
+    let again = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
     assert_eq!(again.0, first.0);
     assert_eq!(again.1.as_deref(), Some("true"), "a replay must say so");
     assert_eq!(again.2, first.2, "a replay differs from the first answer");
-    assert_eq!(subject.effects(&scope).await, 1);
+    assert_eq!(on.effects(&scope).await, 1);
 }
 
-pub async fn a_key_reused_with_another_body_is_422<S: Subject>(subject: &S) {
-    let scope = subject.new_scope().await;
+/// Sends `body` under the key of a completed request in `scope`, and checks that it is
+/// refused, not answered with the completed request's reply, and does nothing.
+async fn not_a_replay<S: Subject>(on: &On<'_, S>, scope: &S::Scope, sent: Response, what: &str) {
+    let (status, replayed, _) = answer(sent).await;
+    assert_eq!(replayed, None, "op {}: {what} was answered with another request's reply", on.op);
+    assert!(status.is_client_error(), "op {}: {what}: {status}", on.op);
+    assert_eq!(on.effects(scope).await, 1, "op {}: {what} did something", on.op);
+}
+
+/// The key reused with another body is 422; the first request is still replayed after it.
+pub async fn a_key_reused_with_another_body_is_422<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
     let key = fresh_key();
-    let first = subject
-        .send(&scope, Some(&key), &subject.body(1), Fault::None)
-        .await;
-    assert!(
-        first.status().is_success(),
-        "first answer {}",
-        first.status()
-    );
+    let first = on.send(&scope, Some(&key), &on.body(1), Fault::None).await;
+    assert!(first.status().is_success(), "op {}: first answer {}", on.op, first.status());
     let first = answer(first).await;
-    let other = subject
-        .send(&scope, Some(&key), &subject.body(2), Fault::None)
-        .await;
-    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(subject.effects(&scope).await, 1);
+    let other = on.send(&scope, Some(&key), &on.body(2), Fault::None).await;
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY, "op {}", on.op);
+    assert_eq!(on.effects(&scope).await, 1);
     // The refusal changed nothing: the first request is still replayed.
-    let again = subject
-        .send(&scope, Some(&key), &subject.body(1), Fault::None)
-        .await;
-    let again = answer(again).await;
+    let again = answer(on.send(&scope, Some(&key), &on.body(1), Fault::None).await).await;
     assert_eq!(again.1.as_deref(), Some("true"));
     assert_eq!(again.2, first.2);
+}
+
+/// Every leaf of `value` (scalars, empty arrays and objects), with its path.
+fn leaves(value: &Value, path: String, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, v) in map {
+                leaves(v, format!("{path}/{k}"), out);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (i, v) in items.iter().enumerate() {
+                leaves(v, format!("{path}/{i}"), out);
+            }
+        }
+        _ => out.push(path),
+    }
+}
+
+/// `body` with the leaf at `path` changed to another value of its kind.
+fn changed(body: &Value, path: &str) -> Value {
+    let mut body = body.clone();
+    let leaf = body.pointer_mut(path).expect("a leaf of the body");
+    *leaf = match leaf.take() {
+        Value::Null => Value::Bool(true),
+        Value::Bool(b) => Value::Bool(!b),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::from(i + 1),
+            None => Value::from(n.as_f64().unwrap_or(0.0) + 1.0),
+        },
+        Value::String(s) => Value::String(format!("{s}-2")),
+        Value::Array(_) => Value::Array(vec![Value::Null]),
+        Value::Object(_) => serde_json::json!({ "changed": true }),
+    };
+    body
+}
+
+/// A fingerprint that leaves out any one member of the body is found: each leaf of the
+/// body is changed alone, under the key of the completed request, and must not be answered
+/// with that request's reply.
+pub async fn every_member_of_the_body_is_fingerprinted<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let (key, body) = (fresh_key(), on.body(1));
+    let first = on.send(&scope, Some(&key), &body, Fault::None).await;
+    assert!(first.status().is_success(), "op {}: first answer {}", on.op, first.status());
+    let mut paths = Vec::new();
+    leaves(&body, String::new(), &mut paths);
+    for path in paths.iter().filter(|p| !p.is_empty()) {
+        let sent = on.send(&scope, Some(&key), &changed(&body, path), Fault::None).await;
+        not_a_replay(on, &scope, sent, &format!("the body with {path} changed")).await;
+    }
+}
+
+/// For an operation on a resource: the key of a completed request, sent to another
+/// resource with the same body, is refused, not answered with the first resource's reply.
+pub async fn one_key_on_two_resources_is_422<S: Subject>(on: &On<'_, S>) {
+    if !on.subject.has_target(on.op) {
+        return;
+    }
+    let scope = on.subject.new_scope().await;
+    let (key, body) = (fresh_key(), on.body(1));
+    let first = on.send_to(&scope, 1, Some(&key), &body, Fault::None).await;
+    assert!(first.status().is_success(), "op {}: first answer {}", on.op, first.status());
+    let other = on.send_to(&scope, 2, Some(&key), &body, Fault::None).await;
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY, "op {}: another resource", on.op);
+    not_a_replay(on, &scope, other, "the key sent to another resource").await;
 }
 
 /// Waits until `n` requests wait at `gate` (a request held by a test fault).
@@ -180,102 +333,123 @@ async fn until_waiting<S: Subject>(subject: &S, gate: &str, n: usize) {
     panic!("no request arrived at gate {gate}");
 }
 
-pub async fn a_repeat_in_flight_is_409_with_retry_after<S: Subject>(subject: &S) {
-    let scope = subject.new_scope().await;
-    let (key, body, gate) = (fresh_key(), subject.body(1), fresh_key());
-    let first = subject.send(&scope, Some(&key), &body, Fault::Hold(gate.clone()));
+/// A repeat while the first request runs is 409 with `Retry-After`, and the status route
+/// says `processing`.
+pub async fn a_repeat_in_flight_is_409_with_retry_after<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let (key, body, gate) = (fresh_key(), on.body(1), fresh_key());
+    let first = on.send(&scope, Some(&key), &body, Fault::Hold(gate.clone()));
     let repeat = async {
-        until_waiting(subject, &gate, 1).await;
-        let repeat = subject.send(&scope, Some(&key), &body, Fault::None).await;
+        until_waiting(on.subject, &gate, 1).await;
+        let repeat = on.send(&scope, Some(&key), &body, Fault::None).await;
         let status = repeat.status();
         let retry_after = header(&repeat, "retry-after");
-        subject.open(&gate).await;
-        (status, retry_after)
+        let state = on.state(&scope, &key).await;
+        on.subject.open(&gate).await;
+        (status, retry_after, state)
     };
-    let (first, (status, retry_after)) = tokio::join!(first, repeat);
-    assert_eq!(status, StatusCode::CONFLICT, "a repeat in flight");
+    let (first, (status, retry_after, state)) = tokio::join!(first, repeat);
+    assert_eq!(status, StatusCode::CONFLICT, "op {}: a repeat in flight", on.op);
     assert!(retry_after.is_some(), "a 409 must say when to retry");
-    assert!(
-        first.status().is_success(),
-        "the held request: {}",
-        first.status()
-    );
-    assert_eq!(subject.effects(&scope).await, 1);
+    assert_eq!(state.map(|s| s["state"].clone()), Some("processing".into()), "status route, in flight");
+    assert!(first.status().is_success(), "the held request: {}", first.status());
+    assert_eq!(on.effects(&scope).await, 1);
 }
 
-pub async fn a_failed_key_is_retryable<S: Subject>(subject: &S) {
-    let scope = subject.new_scope().await;
-    let (key, body) = (fresh_key(), subject.body(1));
-    let failed = subject
-        .send(&scope, Some(&key), &body, Fault::FailTransient)
-        .await;
-    assert!(
-        failed.status().is_server_error(),
-        "failed: {}",
-        failed.status()
-    );
-    assert_eq!(
-        subject.effects(&scope).await,
-        0,
-        "a failure left its effect"
-    );
+/// Checks a request that failed transiently left nothing and its key open; the same key
+/// with another body is still refused, and the retry executes once.
+async fn left_open<S: Subject>(on: &On<'_, S>, scope: &S::Scope, key: &str, failed: Response, what: &str) {
+    let status = failed.status();
+    assert!(status.is_server_error(), "op {}: {what}: {status}", on.op);
+    assert!(header(&failed, "retry-after").is_some(), "op {}: {what}: no Retry-After", on.op);
+    assert_eq!(on.effects(scope).await, 0, "op {}: {what} left its effect", on.op);
+    let state = on.state(scope, key).await.map(|s| s["state"].clone());
+    assert_eq!(state, Some("failed".into()), "op {}: {what}: the key must stay open", on.op);
     // The failed key is still this request's: another body under it is refused.
-    let other = subject
-        .send(&scope, Some(&key), &subject.body(2), Fault::None)
-        .await;
-    assert_eq!(
-        other.status(),
-        StatusCode::UNPROCESSABLE_ENTITY,
-        "a failed key, another body"
-    );
-    let retried = answer(subject.send(&scope, Some(&key), &body, Fault::None).await).await;
-    assert!(retried.0.is_success(), "the retry: {}", retried.0);
+    let other = on.send(scope, Some(key), &on.body(2), Fault::None).await;
+    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY, "op {}: {what}, another body", on.op);
+    let retried = answer(on.send(scope, Some(key), &on.body(1), Fault::None).await).await;
+    assert!(retried.0.is_success(), "op {}: the retry after {what}: {}", on.op, retried.0);
     assert_eq!(retried.1, None, "the retry executed, it replays nothing");
-    assert_eq!(subject.effects(&scope).await, 1);
+    assert_eq!(on.effects(scope).await, 1);
 }
 
-pub async fn a_storm_on_one_key_executes_once<S: Subject>(subject: &S, n: usize) {
-    let scope = subject.new_scope().await;
-    let (key, body) = (fresh_key(), subject.body(1));
+/// A transient failure after the work leaves the key open; the retry executes once.
+pub async fn a_failed_key_is_retryable<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let key = fresh_key();
+    let failed = on.send(&scope, Some(&key), &on.body(1), Fault::FailTransient).await;
+    left_open(on, &scope, &key, failed, "a transient failure").await;
+}
+
+/// A database that refuses the work's writes, met through the application's own error
+/// path, is a transient failure: the key is left open, never stored as a refusal.
+pub async fn a_database_error_in_the_work_leaves_the_key_open<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let key = fresh_key();
+    let failed = on.send(&scope, Some(&key), &on.body(1), Fault::ReadOnly).await;
+    left_open(on, &scope, &key, failed, "a database error in the work").await;
+}
+
+/// `n` requests with one key at the same instant (a barrier) execute once.
+pub async fn a_storm_on_one_key_executes_once<S: Subject>(on: &On<'_, S>, n: usize) {
+    let scope = on.subject.new_scope().await;
+    let (key, body) = (fresh_key(), on.body(1));
     let start = Arc::new(Barrier::new(n));
     let sends = (0..n).map(|_| {
         let start = start.clone();
         let (scope, key, body) = (&scope, &key, &body);
         async move {
             start.wait().await;
-            answer(subject.send(scope, Some(key), body, Fault::None).await).await
+            answer(on.send(scope, Some(key), body, Fault::None).await).await
         }
     });
     let answers = join_all(sends).await;
-    let executed = answers
-        .iter()
-        .filter(|a| a.0.is_success() && a.1.is_none())
-        .count();
-    assert!(executed <= 1, "{executed} of {n} requests executed");
+    let executed = answers.iter().filter(|a| a.0.is_success() && a.1.is_none()).count();
+    assert!(executed <= 1, "op {}: {executed} of {n} requests executed", on.op);
     for (status, _, _) in &answers {
         assert!(
             status.is_success() || *status == StatusCode::CONFLICT,
             "a storm answer {status}"
         );
     }
-    let last = subject.send(&scope, Some(&key), &body, Fault::None).await;
+    let last = on.send(&scope, Some(&key), &body, Fault::None).await;
     assert!(last.status().is_success());
-    assert_eq!(subject.effects(&scope).await, 1, "{n} requests at once");
+    assert_eq!(on.effects(&scope).await, 1, "{n} requests at once");
 }
 
-pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subject>(subject: &S) {
-    let scope = subject.new_scope().await;
-    let (key, body, gate) = (fresh_key(), subject.body(1), fresh_key());
-    let stale = subject.send(&scope, Some(&key), &body, Fault::Hold(gate.clone()));
+/// Waits until `key` has been claimed `n` times, or a fixed two seconds when the subject
+/// cannot tell.
+async fn until_claimed<S: Subject>(subject: &S, key: &str, n: usize) {
+    for _ in 0..200 {
+        match subject.claims(key).await {
+            None => break,
+            Some(seen) if seen >= n => return,
+            Some(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+        }
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+}
+
+/// A holder whose lease ran out is taken over; the stale holder, released once the taker
+/// has claimed the key, is fenced: its writes are rolled back.
+pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subject>(on: &On<'_, S>) {
+    let scope = on.subject.new_scope().await;
+    let (key, body, gate) = (fresh_key(), on.body(1), fresh_key());
+    let stale = on.send(&scope, Some(&key), &body, Fault::Hold(gate.clone()));
     let takeover = async {
-        until_waiting(subject, &gate, 1).await;
-        tokio::time::sleep(subject.lease() + Duration::from_millis(500)).await;
-        let taken = answer(subject.send(&scope, Some(&key), &body, Fault::None).await).await;
-        subject.open(&gate).await;
-        taken
+        until_waiting(on.subject, &gate, 1).await;
+        tokio::time::sleep(on.subject.lease() + Duration::from_millis(500)).await;
+        let taker = on.send(&scope, Some(&key), &body, Fault::None);
+        let release = async {
+            until_claimed(on.subject, &key, 2).await;
+            on.subject.open(&gate).await;
+        };
+        let (taken, ()) = tokio::join!(taker, release);
+        answer(taken).await
     };
     let (stale, taken) = tokio::join!(stale, takeover);
-    assert!(taken.0.is_success(), "the takeover: {}", taken.0);
+    assert!(taken.0.is_success(), "op {}: the takeover: {}", on.op, taken.0);
     assert_eq!(taken.1, None, "the takeover executed, it replays nothing");
     let stale = answer(stale).await;
     // The stale holder's writes were rolled back: it answers with what the key holds.
@@ -284,9 +458,20 @@ pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subje
         "the stale holder answered {} without a replay",
         stale.0
     );
-    assert_eq!(
-        subject.effects(&scope).await,
-        1,
-        "the stale holder's effect landed"
-    );
+    assert_eq!(on.effects(&scope).await, 1, "the stale holder's effect landed");
+}
+
+/// The status route tells a scope its own completed key (with the answer's status), and
+/// another scope nothing.
+pub async fn the_key_status_route_answers_the_callers_own_keys<S: Subject>(on: &On<'_, S>) {
+    let (mine, theirs) = (on.subject.new_scope().await, on.subject.new_scope().await);
+    let key = fresh_key();
+    assert_eq!(on.state(&mine, &key).await, None, "op {}: an unused key", on.op);
+    let done = on.send(&mine, Some(&key), &on.body(1), Fault::None).await;
+    let status = done.status();
+    assert!(status.is_success(), "op {}: {status}", on.op);
+    let state = on.state(&mine, &key).await.expect("the caller's own key");
+    assert_eq!(state["state"], "completed", "op {}: {state}", on.op);
+    assert_eq!(state["response_status"], status.as_u16(), "op {}: {state}", on.op);
+    assert_eq!(on.state(&theirs, &key).await, None, "op {}: another scope read the key", on.op);
 }

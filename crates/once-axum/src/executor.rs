@@ -7,24 +7,57 @@
 //! 3. **complete** the key in that same transaction, fenced on the lease token, and commit:
 //!    the business rows and the stored answer become visible together or not at all.
 //!
-//! Definitive outcomes (2xx, deterministic 4xx) are stored and replayed; transient ones
-//! (5xx, 408, 409, 429) mark the key `failed` so the same key can run again: the rule is
-//! [`once_core::is_stored`]. [`crate::overlap`] runs steps 1 and 2 side by side, for work
-//! whose only effects are its transaction's writes.
+//! Definitive outcomes (2xx, and any 4xx the work decided) are stored and replayed;
+//! transient ones (5xx, 408, 429, or an error that says so through
+//! [`ProtocolError::is_stored`]) mark the key `failed` so the same key can run again, and
+//! are answered with `Retry-After`. [`crate::overlap`] runs steps 1 and 2 side by side, for
+//! work whose only effects are its transaction's writes.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use axum::{http::StatusCode, response::Response};
+//! use once_axum::{Executor, IdempotentRequest, Problem, Reply};
+//!
+//! async fn book(executor: &Executor, req: IdempotentRequest, room: i64) -> Response {
+//!     executor
+//!         .execute(req, move |db| async move {
+//!             let mut tx = db.begin().await?;
+//!             let taken = sqlx::query("INSERT INTO nights (room) VALUES ($1) ON CONFLICT DO NOTHING")
+//!                 .bind(room)
+//!                 .execute(&mut *tx)
+//!                 .await?
+//!                 .rows_affected()
+//!                 == 0;
+//!             if taken {
+//!                 // Definitive: stored with the key, replayed to every repeat.
+//!                 return Err(Problem::new(StatusCode::CONFLICT, "room-taken", "That room is booked."));
+//!             }
+//!             Ok((tx, Reply::json(StatusCode::CREATED, &room)?))
+//!         })
+//!         .await
+//! }
+//! # async fn make(db: sqlx::PgPool) -> Executor { Executor::new(db, Duration::from_secs(30)) }
+//! ```
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
-use axum::response::{IntoResponse, Response};
+use axum::{
+    http::{header, HeaderValue},
+    response::{IntoResponse, Response},
+};
 use once_core::{is_stored, IdempotentRequest, StoredResponse};
 use once_pg::{store, Claimed, Existing};
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 use crate::{
-    hooks::{Counted, Hooks, ProtocolError, Refusal, Repeat},
+    faults::Faults,
+    hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal, Repeat},
+    problem::DEFAULT_RETRY_AFTER_SECS,
     reply::{respond, stored_from, Reply},
 };
 
+/// The work's transaction, as it hands it back to the executor uncommitted.
 pub type PgTx = Transaction<'static, Postgres>;
 
 /// How many times a claim is retried when the key changes state between our statements.
@@ -34,15 +67,20 @@ const CLAIM_ATTEMPTS: usize = 3;
 /// leaves the count within minutes at most for a scope just over it.
 const KEY_QUOTA_RETRY_AFTER_SECS: u64 = 300;
 
-/// Runs keyed requests, at most once per (scope, key) with effect.
+/// Runs keyed requests, at most once per (scope, key) with effect. `H` is the
+/// application's [`Hooks`]; without any, answers are [`crate::Problem`]s.
 #[derive(Clone)]
-pub struct Executor<H> {
+#[non_exhaustive]
+pub struct Executor<H = NoHooks> {
+    /// The database of the key table and of the work.
     pub db: PgPool,
     /// How long a claim holds its key without a renewal; work renews it every third.
     pub lease: Duration,
     /// Keys one scope may claim in an hour (0: no quota).
     pub keys_per_hour: u32,
+    /// The application's hooks.
     pub hooks: H,
+    faults: Option<Arc<dyn Faults>>,
 }
 
 pub(crate) enum Start {
@@ -53,14 +91,42 @@ pub(crate) enum Start {
 /// What work hands back: its open transaction and its answer, or an error.
 pub type Worked<E> = Result<(PgTx, Reply), E>;
 
-impl<H: Hooks> Executor<H> {
-    pub fn new(db: PgPool, lease: Duration, hooks: H) -> Self {
+impl Executor {
+    /// An executor on `db`, whose claims hold a key for `lease` between renewals, with no
+    /// hooks and no key quota.
+    pub fn new(db: PgPool, lease: Duration) -> Self {
         Self {
             db,
             lease,
             keys_per_hour: 0,
-            hooks,
+            hooks: NoHooks::default(),
+            faults: None,
         }
+    }
+}
+
+impl<H: Hooks> Executor<H> {
+    /// The same executor with the application's hooks.
+    pub fn with_hooks<H2: Hooks>(self, hooks: H2) -> Executor<H2> {
+        Executor {
+            db: self.db,
+            lease: self.lease,
+            keys_per_hour: self.keys_per_hour,
+            hooks,
+            faults: self.faults,
+        }
+    }
+
+    /// The same executor, refusing a scope's new keys past `keys` in an hour (0: no quota).
+    pub fn with_keys_per_hour(mut self, keys: u32) -> Self {
+        self.keys_per_hour = keys;
+        self
+    }
+
+    /// The same executor, running every request with test-time `faults`.
+    pub fn with_faults(mut self, faults: impl Faults) -> Self {
+        self.faults = Some(Arc::new(faults));
+        self
     }
 
     /// Runs `work` at most once per (scope, key) with effect. `work` gets the pool, opens
@@ -96,7 +162,7 @@ impl<H: Hooks> Executor<H> {
         let unused = matches!(existing, Existing::Unused);
         match self.answer(req, existing).await {
             Some(Ok(stored)) => Err(respond(stored, true)),
-            Some(Err(e)) => Err(e.into_response()),
+            Some(Err(answer)) => Err(answer),
             None => Ok(unused),
         }
     }
@@ -109,22 +175,39 @@ impl<H: Hooks> Executor<H> {
         let lease = match self.start(&req).await {
             Ok(Start::Execute(lease)) => lease,
             Ok(Start::Replay(stored)) => return respond(stored, true),
-            Err(e) => return e.into_response(),
+            Err(answer) => return answer,
         };
-        let worked = self.heartbeat(&req, lease, work(self.db.clone())).await;
+        let worked = self.heartbeat(&req, lease, work(self.work_pool(&req))).await;
         let outcome = self.before_commit(&req, worked).await;
         self.conclude(&req, lease, outcome).await
     }
 
-    /// Becomes the executor of `req`, or learns what a request that raced us holds.
-    async fn start(&self, req: &IdempotentRequest) -> Result<Start, H::Error> {
+    /// The pool `req`'s work gets: the executor's, unless a test fault swaps it.
+    pub(crate) fn work_pool(&self, req: &IdempotentRequest) -> PgPool {
+        let swapped = self.faults.as_ref().and_then(|f| f.work_pool(req, &self.db));
+        swapped.unwrap_or_else(|| self.db.clone())
+    }
+
+    /// Told to the test faults once the key is ours.
+    pub(crate) fn claimed(&self, req: &IdempotentRequest) {
+        self.hooks.count(Counted::Execution);
+        if let Some(faults) = &self.faults {
+            faults.claimed(req);
+        }
+    }
+
+    /// Becomes the executor of `req`, or learns what a request that raced us holds (`Err`:
+    /// the answer).
+    async fn start(&self, req: &IdempotentRequest) -> Result<Start, Response> {
         for _ in 0..CLAIM_ATTEMPTS {
-            let claimed = store::claim(&self.db, req, self.lease, self.keys_per_hour)
-                .await
-                .map_err(Refusal::Store)?;
+            let claimed = match store::claim(&self.db, req, self.lease, self.keys_per_hour).await
+            {
+                Ok(claimed) => claimed,
+                Err(e) => return Err(refused::<H::Error>(Refusal::Store(e))),
+            };
             match claimed {
                 Claimed::Fresh(lease) => {
-                    self.hooks.count(Counted::Execution);
+                    self.claimed(req);
                     return Ok(Start::Execute(lease));
                 }
                 Claimed::Reclaimed { lease, took_over } => {
@@ -134,14 +217,13 @@ impl<H: Hooks> Executor<H> {
                     } else {
                         self.hooks.count(Counted::RetryAfterFailure);
                     }
-                    self.hooks.count(Counted::Execution);
+                    self.claimed(req);
                     return Ok(Start::Execute(lease));
                 }
                 Claimed::OverQuota => {
-                    return Err(Refusal::KeyQuota {
+                    return Err(refused::<H::Error>(Refusal::KeyQuota {
                         retry_after_secs: KEY_QUOTA_RETRY_AFTER_SECS,
-                    }
-                    .into())
+                    }))
                 }
                 Claimed::Existing(existing) => match self.answer(req, existing).await {
                     Some(answer) => return answer.map(Start::Replay),
@@ -149,11 +231,11 @@ impl<H: Hooks> Executor<H> {
                 },
             }
         }
-        Err(Refusal::InProgress.into())
+        Err(refused::<H::Error>(Refusal::InProgress))
     }
 
-    /// The application's last word before the commit (see [`Hooks::before_commit`]); an
-    /// error drops the transaction, which rolls the work back.
+    /// The application's last word before the commit (see [`Hooks::before_commit`]), then
+    /// the test faults'; an error drops the transaction, which rolls the work back.
     pub(crate) async fn before_commit(
         &self,
         req: &IdempotentRequest,
@@ -161,6 +243,9 @@ impl<H: Hooks> Executor<H> {
     ) -> Worked<H::Error> {
         let (tx, reply) = worked?;
         self.hooks.before_commit(req).await?;
+        if let Some(faults) = &self.faults {
+            faults.before_commit(req).await?;
+        }
         Ok((tx, reply))
     }
 
@@ -174,7 +259,7 @@ impl<H: Hooks> Executor<H> {
     ) -> Response {
         match outcome {
             Ok((tx, reply)) => self.finish(tx, req, lease, reply.into_stored()).await,
-            Err(e) if !is_stored(e.status()) => self.give_up(req, lease, e).await,
+            Err(e) if !e.is_stored() => self.give_up(req, lease, e).await,
             // A definitive refusal: its transaction (if any) is gone; store the refusal as
             // it is sent.
             Err(refusal) => {
@@ -229,12 +314,12 @@ impl<H: Hooks> Executor<H> {
     }
 
     /// The answer for a key someone else holds (a stored response to replay, or a
-    /// refusal); `None` when it may be claimed.
+    /// refusal's response); `None` when it may be claimed.
     async fn answer(
         &self,
         req: &IdempotentRequest,
         existing: Existing,
-    ) -> Option<Result<StoredResponse, H::Error>> {
+    ) -> Option<Result<StoredResponse, Response>> {
         match existing {
             Existing::Completed(stored) => {
                 self.hooks.count(Counted::Replay);
@@ -244,12 +329,12 @@ impl<H: Hooks> Executor<H> {
             Existing::InProgress => {
                 self.hooks.count(Counted::InProgress);
                 self.hooks.on_repeat(req, Repeat::InProgress).await;
-                Some(Err(Refusal::InProgress.into()))
+                Some(Err(refused::<H::Error>(Refusal::InProgress)))
             }
             Existing::DifferentRequest => {
                 self.hooks.count(Counted::KeyReused);
                 self.hooks.on_repeat(req, Repeat::KeyReused).await;
-                Some(Err(Refusal::KeyReused.into()))
+                Some(Err(refused::<H::Error>(Refusal::KeyReused)))
             }
             Existing::Reclaimable | Existing::Unused => None,
         }
@@ -296,8 +381,8 @@ impl<H: Hooks> Executor<H> {
     async fn current_answer(&self, req: &IdempotentRequest) -> Response {
         match store::existing(&self.db, req).await {
             Ok(Existing::Completed(stored)) => respond(stored, true),
-            Ok(_) => H::Error::from(Refusal::InProgress).into_response(),
-            Err(e) => H::Error::from(Refusal::Store(e)).into_response(),
+            Ok(_) => refused::<H::Error>(Refusal::InProgress),
+            Err(e) => refused::<H::Error>(Refusal::Store(e)),
         }
     }
 
@@ -321,8 +406,35 @@ impl<H: Hooks> Executor<H> {
         if let Err(e) = store::fail(&self.db, req, lease).await {
             tracing::warn!(key = %req.key, error = %e, "could not mark the key failed; its lease will expire");
         }
-        answer
+        with_retry_after(answer)
     }
+}
+
+/// The response of one of the protocol's refusals, in the application's error type; one
+/// that leaves the key open says when to come back, whatever that type renders.
+pub(crate) fn refused<E: ProtocolError>(refusal: Refusal) -> Response {
+    let open = !matches!(
+        refusal,
+        Refusal::KeyMissing | Refusal::KeyMalformed(_) | Refusal::KeyReused | Refusal::KeyUnknown
+    );
+    let response = E::from(refusal).into_response();
+    match open {
+        true => with_retry_after(response),
+        false => response,
+    }
+}
+
+/// `response` with a `Retry-After`, unless it names one already: every answer that leaves
+/// a key open tells the client when the same request may be sent again.
+fn with_retry_after(mut response: Response) -> Response {
+    let headers = response.headers_mut();
+    if !headers.contains_key(header::RETRY_AFTER) {
+        headers.insert(
+            header::RETRY_AFTER,
+            HeaderValue::from(DEFAULT_RETRY_AFTER_SECS),
+        );
+    }
+    response
 }
 
 fn stored_status_is_definitive(stored: &StoredResponse) -> bool {
@@ -335,9 +447,8 @@ pub(crate) async fn in_own_task<E: ProtocolError>(
 ) -> Response {
     match tokio::spawn(execution).await {
         Ok(response) => response,
-        Err(e) => E::from(Refusal::Panicked(format!(
+        Err(e) => refused::<E>(Refusal::Panicked(format!(
             "idempotent execution panicked: {e}"
-        )))
-        .into_response(),
+        ))),
     }
 }

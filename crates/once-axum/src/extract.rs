@@ -1,19 +1,44 @@
-//! The extractor of a request's `Idempotency-Key`. The body is fingerprinted later, once it
-//! has been parsed, together with the scope and the operation the handler names.
+//! The extractors of a request's `Idempotency-Key`. The body is fingerprinted later, once it
+//! has been parsed, together with the scope, the operation and its parameters.
+//!
+//! * [`Keyed`]: the key with the caller's scope, for an application that declares its
+//!   scope once ([`Scoped`]); the handlers and the key-status route
+//!   ([`crate::status::router`]) then read the same scope by construction.
+//! * [`RequestKey`]: the key alone, for an application that finds its scope its own way.
 
 use std::marker::PhantomData;
 
 use axum::{
     extract::{FromRef, FromRequestParts},
     http::{request::Parts, Method},
+    response::{IntoResponse, Response},
 };
 use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyError};
+use serde::Serialize;
 
-use crate::hooks::{ProtocolError, Refusal};
+use crate::{
+    hooks::{ProtocolError, Refusal},
+    Problem,
+};
+
+/// What scopes an application's keys: the scope's extractor reads who is calling (an API
+/// key, a user, a session) and names them.
+pub trait Scope {
+    /// The string keys are stored under: the same key in two scopes is two requests.
+    fn scope(&self) -> &str;
+}
+
+/// An application's state declares its scope's extractor once; [`Keyed`] and
+/// [`crate::status::router`] both use it, so they cannot disagree.
+pub trait Scoped: Clone + Send + Sync + 'static {
+    /// The extractor of the caller's scope.
+    type Scope: Scope + FromRequestParts<Self> + Send;
+}
 
 /// A route's `Idempotency-Key`, required: a missing or malformed header is refused with the
 /// application's error `E` (400) before anything else runs.
-pub struct RequestKey<E> {
+pub struct RequestKey<E = Problem> {
+    /// The key the client sent.
     pub key: IdempotencyKey,
     method: Method,
     fingerprints: FingerprintKeys,
@@ -28,12 +53,26 @@ impl<E> RequestKey<E> {
         operation: &str,
         body: &serde_json::Value,
     ) -> IdempotentRequest {
-        IdempotentRequest::new(
+        self.for_operation(scope, operation, &[], body)
+    }
+
+    /// The request under the protocol: this key, in `scope`, for `operation` on the
+    /// resource `params` name (the path's parameters: `[("id", id)]`), with `body`. One key
+    /// sent to two resources is then refused (422), never answered with the other's reply.
+    pub fn for_operation(
+        self,
+        scope: &str,
+        operation: &str,
+        params: &[(&str, &str)],
+        body: &serde_json::Value,
+    ) -> IdempotentRequest {
+        IdempotentRequest::with_params(
             &self.fingerprints,
             self.method,
             scope,
             self.key,
             operation,
+            params,
             body,
         )
     }
@@ -61,5 +100,102 @@ where
             fingerprints: FingerprintKeys::from_ref(state),
             error: PhantomData,
         })
+    }
+}
+
+/// The caller's scope and `Idempotency-Key`, for a state that is [`Scoped`] by `Sc`: a
+/// missing scope is refused as its extractor refuses, a missing or malformed key as a
+/// [`Problem`] (400).
+///
+/// ```
+/// use axum::{extract::FromRequestParts, http::{request::Parts, StatusCode}};
+/// use once_axum::{Keyed, Problem, Scope, Scoped};
+///
+/// #[derive(Clone)]
+/// struct App { fingerprints: once_core::FingerprintKeys }
+/// impl axum::extract::FromRef<App> for once_core::FingerprintKeys {
+///     fn from_ref(app: &App) -> Self { app.fingerprints.clone() }
+/// }
+///
+/// /// Callers are told apart by their `X-Api-Key`.
+/// struct ApiKey(String);
+/// impl Scope for ApiKey {
+///     fn scope(&self) -> &str { &self.0 }
+/// }
+/// impl<S: Sync> FromRequestParts<S> for ApiKey {
+///     type Rejection = Problem;
+///     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
+///         let key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok());
+///         let key = key.ok_or(Problem::new(StatusCode::UNAUTHORIZED, "api-key-missing", "X-Api-Key required"))?;
+///         Ok(ApiKey(key.to_owned()))
+///     }
+/// }
+/// impl Scoped for App { type Scope = ApiKey; }
+///
+/// // A handler takes `Keyed<ApiKey>`: any other scope type would not compile for `App`.
+/// async fn cancel(
+///     keyed: Keyed<ApiKey>,
+///     axum::extract::Path(id): axum::extract::Path<String>,
+/// ) -> Result<String, Problem> {
+///     let req = keyed.request_on("POST /bookings/{id}/cancel", &[("id", &id)], &())?;
+///     Ok(req.scope)
+/// }
+/// let _routes: axum::Router<App> = axum::Router::new()
+///     .route("/bookings/{id}/cancel", axum::routing::post(cancel))
+///     .merge(once_axum::status::router::<App>());
+/// ```
+pub struct Keyed<Sc> {
+    /// The caller's scope, as its extractor read it.
+    pub scope: Sc,
+    key: RequestKey<Problem>,
+}
+
+impl<Sc: Scope> Keyed<Sc> {
+    /// The key the client sent.
+    pub fn key(&self) -> &IdempotencyKey {
+        &self.key.key
+    }
+
+    /// The request under the protocol: this key in this scope, for `operation` with `body`.
+    pub fn request(
+        self,
+        operation: &str,
+        body: &impl Serialize,
+    ) -> Result<IdempotentRequest, Problem> {
+        self.request_on(operation, &[], body)
+    }
+
+    /// The request under the protocol: this key in this scope, for `operation` on the
+    /// resource `params` name, with `body`. `Err` only when `body` cannot be serialised.
+    pub fn request_on(
+        self,
+        operation: &str,
+        params: &[(&str, &str)],
+        body: &impl Serialize,
+    ) -> Result<IdempotentRequest, Problem> {
+        let body = serde_json::to_value(body).map_err(|e| {
+            tracing::error!(error = %e, "a request body that does not serialise");
+            Problem::from(Refusal::Panicked(e.to_string()))
+        })?;
+        let scope = self.scope.scope().to_owned();
+        Ok(self.key.for_operation(&scope, operation, params, &body))
+    }
+}
+
+impl<S> FromRequestParts<S> for Keyed<S::Scope>
+where
+    S: Scoped,
+    FingerprintKeys: FromRef<S>,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let scope = S::Scope::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let key = RequestKey::<Problem>::from_request_parts(parts, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        Ok(Self { scope, key })
     }
 }

@@ -1,34 +1,41 @@
-//! The Idempotency-Key protocol for axum applications (docs/design.md, "The idempotency
-//! protocol"): every write that creates or charges goes through an [`Executor`], so a
-//! repeated request takes effect exactly once.
+//! The Idempotency-Key protocol (the IETF draft `draft-ietf-httpapi-idempotency-key-header`)
+//! for axum applications on PostgreSQL: every keyed write goes through an [`Executor`], so
+//! a repeated request takes effect exactly once, and its answer is stored with the key in
+//! the work's own transaction.
 //!
-//! * [`extract`]: the `Idempotency-Key` extractor, [`RequestKey`].
-//! * [`executor`]: claim the key, run the work, complete the key in the work's own
-//!   transaction fenced on the lease, or leave it open for the retry.
-//! * [`overlap`]: the opt-in overlapped claim, for work whose only effects are the writes of
-//!   one transaction.
-//! * [`hooks`]: what an application plugs in: its error type ([`ProtocolError`]), its first
-//!   read (a scope check in the same statement), metrics, and test-time faults.
-//! * [`reply`]: what work answers, stored and replayed byte for byte.
-//! * [`status`]: the key-status route, for polling after a 409.
-//! * [`purge`]: the retention task.
+//! * [`Keyed`] / [`RequestKey`]: the `Idempotency-Key` extractors, with the caller's scope.
+//! * [`Executor`]: claim the key, run the work, complete the key in the work's transaction
+//!   fenced on the lease, or leave it open for the retry; [`overlap`] is the opt-in
+//!   overlapped claim.
+//! * [`Problem`]: a ready `application/problem+json` error; [`Refusal`], the protocol's
+//!   own answers; [`ProtocolError`], for an application's own error type.
+//! * [`Hooks`]: an application's first read, metrics and journal; [`Faults`]: test-time
+//!   faults, plugged in without changing the application's types.
+//! * [`Reply`]: what work answers, stored and replayed byte for byte.
+//! * [`status`]: the key-status route, for polling after a 409; [`purge`]: retention.
 //! * `conformance` (feature `conformance`): the protocol's conformance suite, which an
 //!   application runs from its own tests against its own server.
 //!
 //! The key table is `once-pg`'s; the pure rules are `once-core`'s.
 
+#![warn(missing_docs)]
+
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod executor;
 pub mod extract;
+pub mod faults;
 pub mod hooks;
 pub mod overlap;
+pub mod problem;
 pub mod purge;
 pub mod reply;
 pub mod status;
 
-pub use executor::{Executor, PgTx};
-pub use extract::RequestKey;
+pub use executor::{Executor, PgTx, Worked};
+pub use extract::{Keyed, RequestKey, Scope, Scoped};
+pub use faults::Faults;
 pub use hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal, Repeat};
-pub use once_core::{IdempotencyKey, IdempotentRequest};
+pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest};
+pub use problem::Problem;
 pub use reply::Reply;

@@ -1,4 +1,4 @@
-//! The overlapped claim, an opt-in (docs/decisions/0006-overlapped-claim.md): work whose
+//! The overlapped claim, an opt-in: work whose
 //! only effects are the writes of the one transaction it hands back runs while the claim
 //! of its key commits, and is committed only if that claim inserted our row. Everything
 //! after the claim is the executor's own.
@@ -13,7 +13,7 @@ use uuid::Uuid;
 
 use crate::{
     executor::{in_own_task, Executor, Worked},
-    hooks::{Counted, Hooks, Refusal},
+    hooks::{Hooks, Refusal},
 };
 
 impl<H: Hooks> Executor<H> {
@@ -53,7 +53,7 @@ impl<H: Hooks> Executor<H> {
     {
         let lease = Uuid::new_v4();
         let (claimed, worked) = self
-            .claim_while_working(&req, lease, work(self.db.clone()))
+            .claim_while_working(&req, lease, work(self.work_pool(&req)))
             .await;
         let claimed = match claimed {
             Ok(claimed) => claimed,
@@ -65,7 +65,7 @@ impl<H: Hooks> Executor<H> {
             }
         };
         if claimed {
-            self.hooks.count(Counted::Execution);
+            self.claimed(&req);
             let outcome = self.before_commit(&req, worked).await;
             return self.conclude(&req, lease, outcome).await;
         }

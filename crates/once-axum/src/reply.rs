@@ -13,7 +13,9 @@ use serde::Serialize;
 /// commit (a declined card is recorded as a failed payment) is a `Reply` too.
 #[derive(Clone, Debug)]
 pub struct Reply {
+    /// The status: a 2xx, or a 4xx the work decided (stored like a success).
     pub status: StatusCode,
+    /// The answer's own headers (lower-case names), stored and replayed with it.
     pub headers: Vec<(String, String)>,
     /// The body, serialised once: these bytes are stored and sent.
     pub body: Vec<u8>,
@@ -34,6 +36,7 @@ impl Reply {
         Ok(Self::json(StatusCode::CREATED, body)?.with_header("location", location))
     }
 
+    /// `status` with `body` of `content_type`.
     pub fn new(status: StatusCode, content_type: &str, body: Vec<u8>) -> Self {
         Self {
             status,
@@ -48,6 +51,7 @@ impl Reply {
         self
     }
 
+    /// The answer in the form the key table stores.
     pub fn into_stored(self) -> StoredResponse {
         StoredResponse::new(self.status.as_u16(), self.headers, self.body)
     }

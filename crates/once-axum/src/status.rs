@@ -2,7 +2,7 @@
 //! a 409. Keys of other scopes are invisible (404).
 
 use axum::{
-    extract::{FromRef, FromRequestParts, Path, State},
+    extract::{FromRef, Path, State},
     routing::get,
     Json, Router,
 };
@@ -10,16 +10,14 @@ use once_core::IdempotencyKey;
 use serde::Serialize;
 use sqlx::PgPool;
 
-use crate::hooks::{ProtocolError, Refusal};
-
-/// What an extractor of the application's scope yields: the scope keys are stored under.
-pub trait Scope {
-    fn scope(&self) -> &str;
-}
+pub use crate::extract::{Scope, Scoped};
+use crate::{hooks::Refusal, Problem};
 
 /// What the table holds for one of the scope's keys.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct KeyStatus {
+    /// The key, as the client sent it (unquoted).
     pub key: String,
     /// `processing` (running, or abandoned until its lease ends), `completed` (its answer
     /// is stored: repeat the request to get it) or `failed` (retry it with the same key).
@@ -47,19 +45,20 @@ pub async fn key_status(db: &PgPool, scope: &str, raw: &str) -> Result<KeyStatus
     })
 }
 
-/// The route, for an application whose scope extractor is `Sc` and error type `E`.
-pub fn router<S, Sc, E>() -> Router<S>
+/// The route, `GET /idempotency-keys/{key}`, for the scope the state declares
+/// ([`Scoped`]): the same as its handlers' [`crate::Keyed`], so a client polls the keys it
+/// sent and no others. Refusals are [`Problem`]s.
+pub fn router<S>() -> Router<S>
 where
-    S: Clone + Send + Sync + 'static,
+    S: Scoped,
     PgPool: FromRef<S>,
-    Sc: FromRequestParts<S> + Scope + Send + 'static,
-    E: ProtocolError,
 {
-    let show = |State(db): State<PgPool>, scope: Sc, Path(raw): Path<String>| async move {
-        key_status(&db, scope.scope(), &raw)
-            .await
-            .map(Json)
-            .map_err(E::from)
-    };
+    let show =
+        |State(db): State<PgPool>, scope: S::Scope, Path(raw): Path<String>| async move {
+            key_status(&db, scope.scope(), &raw)
+                .await
+                .map(Json)
+                .map_err(Problem::from)
+        };
     Router::new().route("/idempotency-keys/{key}", get(show))
 }

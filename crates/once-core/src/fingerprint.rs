@@ -1,6 +1,8 @@
-//! The request fingerprint: HMAC-SHA256, under a server secret, of method, route and the
-//! canonical JSON body. Key order and whitespace do not change it; any change of a value
-//! does.
+//! The request fingerprint: HMAC-SHA256, under a server secret, of method, operation, the
+//! operation's parameters (the resource a path names: `/bookings/{id}/cancel`'s `id`) and
+//! the canonical JSON body. Key order and whitespace do not change it; any change of a value
+//! does, and so does another resource: one key sent to two bookings is two requests, and
+//! the second is refused (422) instead of replaying the first booking's answer.
 //!
 //! Keyed, because a body can hold a secret of the shopper's: a payment's card number. A
 //! plain hash of a body drawn from a small space (card numbers are 16 digits with a check
@@ -8,7 +10,21 @@
 //! the card in all but name. Without the server's secret (`IDEMPOTENCY_FINGERPRINT_SECRETS`)
 //! a stored fingerprint tells nothing about the body. Secrets rotate like the webhook
 //! secrets: the first one keys new requests, and a stored fingerprint made under any of
-//! them still matches its own request (docs/design.md, "The fingerprint").
+//! them still matches its own request.
+//!
+//! ```
+//! use http::Method;
+//! use once_core::FingerprintKeys;
+//! use serde_json::json;
+//!
+//! let keys = FingerprintKeys::new(&["a server secret".to_owned()]).unwrap();
+//! let cancel = |booking: &str| {
+//!     keys.of_operation(&Method::POST, "POST /bookings/{id}/cancel", &[("id", booking)], &json!({}))
+//! };
+//! assert_eq!(cancel("b-1"), cancel("b-1"));
+//! assert_ne!(cancel("b-1"), cancel("b-2"));
+//! assert!(FingerprintKeys::new(&[]).is_err());
+//! ```
 
 use std::sync::Arc;
 
@@ -27,20 +43,56 @@ impl std::fmt::Debug for FingerprintKeys {
     }
 }
 
+/// [`FingerprintKeys::new`] was given no secret, or an empty one: a fingerprint keyed with
+/// nothing would tell a card number to anyone who tries them all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("fingerprints need at least one secret, and no secret may be empty")]
+pub struct NoSecret;
+
 impl FingerprintKeys {
-    /// `secrets` is never empty (the configuration refuses to start without one).
-    pub fn new(secrets: &[String]) -> Self {
-        Self(secrets.into())
+    /// The secrets, newest first: the first keys new requests, every one of them still
+    /// matches a fingerprint stored under it. Refuses an empty list and an empty secret.
+    pub fn new(secrets: &[String]) -> Result<Self, NoSecret> {
+        if secrets.is_empty() || secrets.iter().any(String::is_empty) {
+            return Err(NoSecret);
+        }
+        Ok(Self(secrets.into()))
     }
 
-    pub fn of(&self, method: &Method, route: &str, body: &Value) -> Fingerprint {
+    /// The fingerprint of a request to `operation` with `body` and no parameters.
+    pub fn of(&self, method: &Method, operation: &str, body: &Value) -> Fingerprint {
+        self.of_operation(method, operation, &[], body)
+    }
+
+    /// The fingerprint of a request to `operation` on the resource its `params` name (path
+    /// parameters, or any other part of the request that the body does not carry), with
+    /// `body`. Without parameters it is exactly [`FingerprintKeys::of`]'s, so keys stored
+    /// before an operation named its parameters still match.
+    pub fn of_operation(
+        &self,
+        method: &Method,
+        operation: &str,
+        params: &[(&str, &str)],
+        body: &Value,
+    ) -> Fingerprint {
         let body = canonical_json(body);
+        // JSON text never holds a raw line feed, so the parts cannot run into each other.
+        let params = (!params.is_empty()).then(|| {
+            let map = params
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), Value::String((*value).to_owned())));
+            canonical_json(&Value::Object(map.collect())) + "\n"
+        });
         let macs = self.0.iter().map(|secret| {
             let mut mac =
                 Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("HMAC takes any key");
-            for part in [method.as_str(), "\n", route, "\n", &body] {
+            for part in [method.as_str(), "\n", operation, "\n"] {
                 mac.update(part.as_bytes());
             }
+            if let Some(params) = &params {
+                mac.update(params.as_bytes());
+            }
+            mac.update(body.as_bytes());
             hex::encode(mac.finalize().into_bytes())
         });
         Fingerprint(macs.collect())
@@ -113,7 +165,7 @@ mod tests {
     use serde_json::json;
 
     fn keys() -> FingerprintKeys {
-        FingerprintKeys::new(&["a secret for the unit tests".into()])
+        FingerprintKeys::new(&["a secret for the unit tests".into()]).unwrap()
     }
 
     fn post(body: &Value) -> Fingerprint {
@@ -129,17 +181,18 @@ mod tests {
             hex::encode(Sha256::digest(text.as_bytes()))
         };
         assert_ne!(post(&body).as_str(), plain);
-        let other = FingerprintKeys::new(&["another secret entirely".into()]);
+        let other = FingerprintKeys::new(&["another secret entirely".into()]).unwrap();
         assert_ne!(post(&body), other.of(&Method::POST, "/api/orders", &body));
     }
 
     #[test]
     fn a_fingerprint_stored_under_a_retired_secret_still_matches() {
-        let old = FingerprintKeys::new(&["the secret of last month".into()]);
+        let old = FingerprintKeys::new(&["the secret of last month".into()]).unwrap();
         let rotated = FingerprintKeys::new(&[
             "the secret of this month".into(),
             "the secret of last month".into(),
-        ]);
+        ])
+        .unwrap();
         let body = json!({ "items": [] });
         let stored = old.of(&Method::POST, "/api/orders", &body);
         let now = rotated.of(&Method::POST, "/api/orders", &body);
@@ -171,6 +224,31 @@ mod tests {
             post(&body),
             keys().of(&Method::POST, "/api/orders/1/payments", &body)
         );
+    }
+
+    #[test]
+    fn no_secret_or_an_empty_one_is_refused() {
+        assert_eq!(FingerprintKeys::new(&[]).unwrap_err(), NoSecret);
+        assert_eq!(
+            FingerprintKeys::new(&["ok".into(), String::new()]).unwrap_err(),
+            NoSecret
+        );
+    }
+
+    #[test]
+    fn parameters_name_the_resource_and_none_is_the_bodys_own_fingerprint() {
+        let (body, cancel) = (json!({ "reason": "ill" }), "POST /bookings/{id}/cancel");
+        let on = |id: &str| keys().of_operation(&Method::POST, cancel, &[("id", id)], &body);
+        assert_eq!(on("b-1"), on("b-1"));
+        assert_ne!(on("b-1"), on("b-2"));
+        assert_eq!(
+            keys().of_operation(&Method::POST, cancel, &[], &body),
+            keys().of(&Method::POST, cancel, &body)
+        );
+        assert_ne!(on("b-1"), keys().of(&Method::POST, cancel, &body));
+        // A parameter is not a body member of the same name.
+        let folded = json!({ "reason": "ill", "id": "b-1" });
+        assert_ne!(on("b-1"), keys().of(&Method::POST, cancel, &folded));
     }
 
     /// Arbitrary JSON values, a few levels deep.

@@ -2,8 +2,18 @@
 
 use std::fmt;
 
+/// The longest key accepted, in bytes.
 pub const MAX_KEY_LEN: usize = 255;
 
+/// A valid `Idempotency-Key`: 1 to 255 visible ASCII characters.
+///
+/// ```
+/// use once_core::{IdempotencyKey, KeyError};
+///
+/// let bare = IdempotencyKey::parse("8e03978e-40d5").unwrap();
+/// assert_eq!(IdempotencyKey::parse("\"8e03978e-40d5\"").unwrap(), bare);
+/// assert_eq!(IdempotencyKey::parse("with space"), Err(KeyError::NotVisibleAscii));
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IdempotencyKey(String);
 
@@ -11,12 +21,16 @@ pub struct IdempotencyKey(String);
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum KeyError {
+    /// Nothing between the quotes, or an empty header.
     #[error("the Idempotency-Key is empty")]
     Empty,
+    /// More than [`MAX_KEY_LEN`] bytes.
     #[error("the Idempotency-Key is longer than 255 characters")]
     TooLong,
+    /// A space, a control character or a byte outside ASCII.
     #[error("the Idempotency-Key may contain only visible ASCII characters")]
     NotVisibleAscii,
+    /// An opening quote without a well-formed structured-field string.
     #[error("the Idempotency-Key starts with a quote but is not a valid quoted string")]
     BadQuoting,
     /// The request names more than one key: which it meant is not for the server to guess.
@@ -44,6 +58,7 @@ impl IdempotencyKey {
         Ok(Self(key))
     }
 
+    /// The key itself (unquoted).
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -13,15 +13,22 @@ use crate::{fingerprint::Fingerprint, FingerprintKeys, IdempotencyKey};
 /// identity (`POST /api/orders`), never the path a handler happens to see, so the same
 /// intent through two doors (an API route and a form) is the same request.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct IdempotentRequest {
+    /// Who sent it: keys are unique per scope.
     pub scope: String,
+    /// The client's `Idempotency-Key`.
     pub key: IdempotencyKey,
+    /// The request's method.
     pub method: Method,
+    /// The operation's constant identity, stored with the key.
     pub operation: String,
+    /// What tells this request apart from another under the same key.
     pub fingerprint: Fingerprint,
 }
 
 impl IdempotentRequest {
+    /// The request `key` names in `scope`: `operation` with `body` and no parameters.
     pub fn new(
         fingerprints: &FingerprintKeys,
         method: Method,
@@ -30,9 +37,24 @@ impl IdempotentRequest {
         operation: &str,
         body: &Value,
     ) -> Self {
+        Self::with_params(fingerprints, method, scope, key, operation, &[], body)
+    }
+
+    /// The request `key` names in `scope`: `operation` on the resource `params` name (the
+    /// path's parameters), with `body`. The parameters are fingerprinted, so one key sent
+    /// to two resources is two requests.
+    pub fn with_params(
+        fingerprints: &FingerprintKeys,
+        method: Method,
+        scope: &str,
+        key: IdempotencyKey,
+        operation: &str,
+        params: &[(&str, &str)],
+        body: &Value,
+    ) -> Self {
         Self {
             scope: scope.to_owned(),
-            fingerprint: fingerprints.of(&method, operation, body),
+            fingerprint: fingerprints.of_operation(&method, operation, params, body),
             key,
             method,
             operation: operation.to_owned(),

@@ -8,9 +8,11 @@ use serde_json::{Map, Value};
 /// and body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredResponse {
+    /// The HTTP status.
     pub status: u16,
     /// Lower-case names, in the order the answer had them.
     pub headers: Vec<(String, String)>,
+    /// The body's bytes.
     pub body: Vec<u8>,
 }
 
@@ -41,6 +43,7 @@ impl StoredResponse {
         }
     }
 
+    /// The value of header `name` (any case), if the answer had it.
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
