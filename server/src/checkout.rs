@@ -151,7 +151,7 @@ async fn answer_for(
         Held::Completed(stored) => Some(Repeat::Replay(stored)),
         Held::Running => Some(Repeat::InProgress),
         Held::OtherOperation => Some(Repeat::KeyReused),
-        Held::Open => None,
+        _ => None,
     };
     if let Some(repeat) = repeat {
         let request = IdempotentRequest::new(
@@ -168,7 +168,8 @@ async fn answer_for(
         Held::Completed(stored) => respond(stored, true),
         Held::Running => ApiError::RequestInProgress.into_response(),
         Held::OtherOperation => ApiError::IdempotencyKeyReused.into_response(),
-        Held::Open => ApiError::CartChanged.into_response(),
+        // Open: nothing stored under the key (or a state this version does not know).
+        _ => ApiError::CartChanged.into_response(),
     })
 }
 

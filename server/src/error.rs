@@ -119,10 +119,12 @@ impl ApiError {
         }
     }
 
-    /// Whether the key stores this answer (a definitive refusal) or stays open for a retry;
-    /// the rule is the protocol's, [`once_core::is_stored`].
+    /// Whether the key stores this answer (a definitive refusal) or stays open for a retry:
+    /// the protocol's rule ([`once_core::is_stored`]), except the shop's two 409s, which
+    /// say "wait for the other request" (the same key's, or another payment of the order's)
+    /// rather than "no".
     pub fn is_stored(&self) -> bool {
-        once_core::is_stored(self.status())
+        once_core::is_stored(self.status()) && !is_a_wait(self.status())
     }
 
     /// This refusal as the answer of work whose transaction still commits (a declined
@@ -250,6 +252,7 @@ impl From<Refusal> for ApiError {
             },
             Refusal::Store(e) => e.into(),
             Refusal::Panicked(what) => Self::Internal(anyhow::anyhow!(what)),
+            other => Self::Internal(anyhow::anyhow!("{other:?}")),
         }
     }
 }
@@ -258,6 +261,16 @@ impl ProtocolError for ApiError {
     fn status(&self) -> StatusCode {
         ApiError::status(self)
     }
+
+    fn is_stored(&self) -> bool {
+        ApiError::is_stored(self)
+    }
+}
+
+/// The shop answers 409 only for "another request is busy with this; wait": never a
+/// definitive refusal, so never stored (docs/protocol.md).
+pub fn is_a_wait(status: StatusCode) -> bool {
+    status == StatusCode::CONFLICT
 }
 
 impl From<serde_json::Error> for ApiError {

@@ -4,7 +4,9 @@
 //! * `Once-Test-Hold: <gate>`: wait inside the business transaction (rows written, not yet
 //!   committed) until `POST /_test/gates/<gate>/open`, so a test can kill the server, kill
 //!   database connections, or let a lease expire at a known point;
-//! * `Once-Test-Fail: transient`: fail with a 503 after the business writes.
+//! * `Once-Test-Fail: transient`: fail with a 503 after the business writes;
+//! * `Once-Test-Fail: read-only`: run the work on a database that refuses every write, so
+//!   the work meets a database error through its own statements (a failover's 25006).
 //!
 //! A browser cannot add those headers, so `POST /_test/gates/<gate>/arm` makes the next
 //! write request, whatever sends it, hold at `<gate>`. Opening a gate releases the requests
@@ -48,6 +50,7 @@ struct Gate {
 pub struct FaultRequest {
     hold: Option<String>,
     fail: bool,
+    read_only: bool,
 }
 
 impl FaultRequest {
@@ -67,10 +70,17 @@ impl FaultRequest {
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
         };
+        let fail = text("once-test-fail");
         Self {
             hold: text("once-test-hold"),
-            fail: text("once-test-fail").as_deref() == Some("transient"),
+            fail: fail.as_deref() == Some("transient"),
+            read_only: fail.as_deref() == Some("read-only"),
         }
+    }
+
+    /// Whether the request's work runs on a database that refuses every write.
+    pub fn read_only(&self) -> bool {
+        self.read_only
     }
 }
 

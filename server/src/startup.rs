@@ -71,7 +71,7 @@ impl Application {
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
             provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
-            fingerprints: FingerprintKeys::new(&config.fingerprint_secrets),
+            fingerprints: FingerprintKeys::new(&config.fingerprint_secrets)?,
             config: Arc::new(config),
         };
         let throttle = throttle::Throttle::new(&state.config.limits);

@@ -229,6 +229,8 @@ impl<H: Hooks> Executor<H> {
                     Some(answer) => return answer.map(Start::Replay),
                     None => continue,
                 },
+                // A state this version does not know: claim again, the table decides.
+                _ => continue,
             }
         }
         Err(refused::<H::Error>(Refusal::InProgress))
@@ -336,7 +338,8 @@ impl<H: Hooks> Executor<H> {
                 self.hooks.on_repeat(req, Repeat::KeyReused).await;
                 Some(Err(refused::<H::Error>(Refusal::KeyReused)))
             }
-            Existing::Reclaimable | Existing::Unused => None,
+            // Reclaimable, unused, or a state this version does not know: the claim decides.
+            _ => None,
         }
     }
 

@@ -24,6 +24,9 @@
 //! 409: the key's first request is still running; `Retry-After` says when to ask again.
 //! ### key-quota
 //! 429: the scope claimed as many new keys in the last hour as it may.
+//! ### data-refused
+//! 422: the database refused the request's data (a value out of range, a broken
+//! constraint): the request's own fault, stored with the key.
 //! ### service-unavailable
 //! 503: the key table (or the work's database) could not be reached; retry the same key.
 //! ### internal-error
@@ -151,12 +154,32 @@ impl From<Refusal> for Problem {
     }
 }
 
-/// A database error met by the work: "temporarily unavailable" (503), the key left open.
-/// The error itself is logged, never sent. Work that knows an error is the request's fault
-/// (a unique constraint: "room taken") answers its own [`Problem`] instead.
+/// A database error met by the work. Data the database refuses (SQLSTATE classes 22 and 23:
+/// a value out of range, a broken constraint) is the request's own fault: 422
+/// `data-refused`, definitive, stored with the key. Anything else ("the database is away",
+/// a standby refusing writes, a lost connection) is 503 `service-unavailable`, the key left
+/// open. The error's text is logged, never sent.
 impl From<sqlx::Error> for Problem {
     fn from(e: sqlx::Error) -> Self {
-        Refusal::Store(e).into()
+        let code = e.as_database_error().and_then(|d| d.code());
+        match code {
+            Some(code) if code.starts_with("22") || code.starts_with("23") => {
+                tracing::info!(error = %e, "the database refused the request's data");
+                Self::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "data-refused",
+                    "the request's data was refused",
+                )
+            }
+            _ => Refusal::Store(e).into(),
+        }
+    }
+}
+
+/// A reply that cannot be serialised: a fault of the server's, 500, the key left open.
+impl From<serde_json::Error> for Problem {
+    fn from(e: serde_json::Error) -> Self {
+        Refusal::Panicked(format!("a reply that does not serialise: {e}")).into()
     }
 }
 

@@ -21,7 +21,7 @@ use axum::{
     extract::{FromRef, FromRequestParts},
     http::request::Parts,
 };
-use once_axum::{Counted, Executor, Hooks, Repeat};
+use once_axum::{faults::ReadOnlyWork, Counted, Executor, Hooks, Repeat};
 use once_core::{IdempotentRequest, StoredResponse};
 use once_pg::Existing;
 use sqlx::{PgConnection, PgPool};
@@ -66,12 +66,9 @@ impl FromRef<AppState> for Idempotency {
             request_faults: FaultRequest::default(),
             asking_for_itself: false,
         };
-        Executor {
-            db: state.db.clone(),
-            lease: state.config.idempotency_lease,
-            keys_per_hour: state.config.limits.keys_per_hour,
-            hooks,
-        }
+        Executor::new(state.db.clone(), state.config.idempotency_lease)
+            .with_keys_per_hour(state.config.limits.keys_per_hour)
+            .with_hooks(hooks)
     }
 }
 
@@ -97,9 +94,13 @@ pub fn asking_for_itself(idem: &Idempotency) -> Idempotency {
     idem
 }
 
-/// The executor for one request that carries test-time faults.
+/// The executor for one request that carries test-time faults: held or failed by the
+/// hooks, or given a database that refuses writes (`once_axum::faults::ReadOnlyWork`).
 pub fn with_faults(idem: &Idempotency, faults: FaultRequest) -> Idempotency {
     let mut idem = idem.clone();
+    if faults.read_only() {
+        idem = idem.with_faults(ReadOnlyWork::default());
+    }
     idem.hooks.request_faults = faults;
     idem
 }
@@ -129,6 +130,7 @@ impl Hooks for ShopHooks {
             Counted::Takeover => &m.takeovers,
             Counted::RetryAfterFailure => &m.retries_after_failure,
             Counted::Fenced => &m.fenced,
+            _ => return,
         };
         Metrics::inc(counter);
     }

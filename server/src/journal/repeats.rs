@@ -91,6 +91,7 @@ impl RepeatLog {
             ),
             Repeat::InProgress => ("in_progress", "409 request-in-progress".to_owned(), None),
             Repeat::KeyReused => ("key_reused", "422 idempotency-key-reused".to_owned(), None),
+            _ => return,
         };
         let order_id = order_of(req, stored);
         // A repeat about no order is no story's, save a 409 while an order is being made

@@ -305,7 +305,7 @@ fn response(status: u16, problems: &[&ProblemType], keyed: bool) -> Response {
         .schema(Some(Ref::from_schema_name("Problem")))
         .examples_from_iter(examples)
         .build();
-    let retryable = !outcome::is_stored(code(status));
+    let retryable = retryable(code(status));
     let mut response = ResponseBuilder::new()
         .description(description)
         .content("application/problem+json", content);
@@ -325,6 +325,11 @@ fn response(status: u16, problems: &[&ProblemType], keyed: bool) -> Response {
         response = response.header("Idempotent-Replayed", header(string(), REPLAYED));
     }
     response.build()
+}
+
+/// Whether a problem with `status` leaves the key open (see `ApiError::is_stored`).
+fn retryable(status: StatusCode) -> bool {
+    !outcome::is_stored(status) || crate::error::is_a_wait(status)
 }
 
 fn code(status: u16) -> StatusCode {
@@ -353,6 +358,6 @@ fn example_body(status: u16, p: &ProblemType) -> serde_json::Value {
         "title": code.canonical_reason().unwrap_or("Error"),
         "status": status,
         "detail": p.example,
-        "retryable": !outcome::is_stored(code),
+        "retryable": retryable(code),
     })
 }

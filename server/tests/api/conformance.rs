@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use once_axum::conformance::{run_all, Fault, Subject};
+use once_axum::conformance::{run_all, Call, Fault, Subject};
 use reqwest::Client;
 use serde_json::{json, Value};
 
@@ -24,27 +24,27 @@ impl Subject for Shop {
         client
     }
 
-    fn body(&self, n: u32) -> Value {
+    fn body(&self, _op: usize, n: u32) -> Value {
         json!({ "items": [{ "sku": "MUG-001", "quantity": n }] })
     }
 
-    async fn send(
-        &self,
-        client: &Client,
-        key: Option<&str>,
-        body: &Value,
-        fault: Fault,
-    ) -> reqwest::Response {
-        let mut request = client.post(self.0.url("/api/orders")).json(body);
-        if let Some(key) = key {
+    async fn send(&self, client: &Client, call: Call<'_>) -> reqwest::Response {
+        let mut request = client.post(self.0.url("/api/orders")).json(call.body);
+        if let Some(key) = call.key {
             request = request.header("idempotency-key", key);
         }
-        request = match fault {
-            Fault::None => request,
+        request = match call.fault {
             Fault::Hold(gate) => request.header("once-test-hold", gate),
             Fault::FailTransient => request.header("once-test-fail", "transient"),
+            Fault::ReadOnly => request.header("once-test-fail", "read-only"),
+            _ => request,
         };
         request.send().await.expect("the shop answers")
+    }
+
+    async fn key_status(&self, client: &Client, key: &str) -> reqwest::Response {
+        let url = self.0.url(&format!("/api/idempotency-keys/{key}"));
+        client.get(url).send().await.expect("the shop answers")
     }
 
     async fn effects(&self, client: &Client) -> u64 {

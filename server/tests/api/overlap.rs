@@ -22,7 +22,9 @@ async fn rival_row(app: &TestApp, key: &str, state: &str) -> PgConnection {
         .await
         .expect("rival connection");
     let body: serde_json::Value = serde_json::from_str(MUG_ORDER).unwrap();
-    let fingerprint = FingerprintKeys::new(&app.config.fingerprint_secrets).of(
+    let fingerprint = FingerprintKeys::new(&app.config.fingerprint_secrets)
+        .unwrap()
+        .of(
         &Method::POST,
         CREATE_ORDER,
         &body,

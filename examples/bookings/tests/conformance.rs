@@ -1,0 +1,165 @@
+//! The example passes the protocol's conformance suite, run over HTTP against it on a fresh
+//! database of its own, for both of its operations: booking, and cancelling a booking (an
+//! operation on a resource its path names).
+
+use std::{collections::HashMap, sync::Mutex, time::Duration};
+
+use bookings::{router, App};
+use once_axum::conformance::{run_all, Call, Fault, Gates, Subject};
+use once_axum::{Executor, FingerprintKeys};
+use serde_json::{json, Value};
+use sqlx::{Connection, PgPool};
+use uuid::Uuid;
+
+const LEASE: Duration = Duration::from_secs(2);
+
+struct Bookings {
+    base: String,
+    db: PgPool,
+    gates: Gates,
+    http: reqwest::Client,
+}
+
+/// A hotel: its API key, and the bookings made for it to be cancelled, by target.
+struct Hotel {
+    api_key: String,
+    to_cancel: Mutex<HashMap<u32, Uuid>>,
+}
+
+impl Bookings {
+    /// The booking `target` of `hotel`, made directly in the table (not an effect).
+    async fn booking(&self, hotel: &Hotel, target: u32) -> Uuid {
+        if let Some(id) = hotel.to_cancel.lock().unwrap().get(&target) {
+            return *id;
+        }
+        let id: Uuid = sqlx::query_scalar(
+            "INSERT INTO bookings (owner, room, night, guest) VALUES ($1, $2, '2030-01-01', 'fixture')
+         ON CONFLICT ON CONSTRAINT bookings_room_night_key DO UPDATE SET guest = excluded.guest RETURNING id",
+        )
+        .bind(&hotel.api_key)
+        .bind(1000 + target as i32)
+        .fetch_one(&self.db)
+        .await
+        .expect("a booking to cancel");
+        hotel.to_cancel.lock().unwrap().insert(target, id);
+        id
+    }
+}
+
+impl Subject for Bookings {
+    type Scope = Hotel;
+
+    fn operations(&self) -> usize {
+        2
+    }
+
+    fn has_target(&self, op: usize) -> bool {
+        op == 1
+    }
+
+    async fn new_scope(&self) -> Hotel {
+        Hotel { api_key: Uuid::new_v4().to_string(), to_cancel: Mutex::default() }
+    }
+
+    fn body(&self, op: usize, n: u32) -> Value {
+        match op {
+            0 => json!({ "room": n, "night": "2027-01-01", "guest": "Ada" }),
+            _ => json!({ "reason": format!("plans changed, {n}") }),
+        }
+    }
+
+    async fn send(&self, hotel: &Hotel, call: Call<'_>) -> reqwest::Response {
+        if let Some(key) = call.key {
+            match call.fault {
+                Fault::Hold(gate) => self.gates.hold(key, &gate),
+                Fault::FailTransient => self.gates.fail(key),
+                Fault::ReadOnly => self.gates.read_only(key),
+                _ => {}
+            }
+        }
+        let path = match call.op {
+            0 => "/bookings".to_owned(),
+            _ => format!("/bookings/{}/cancel", self.booking(hotel, call.target).await),
+        };
+        let mut request = self.http.post(format!("{}{path}", self.base)).header("x-api-key", &hotel.api_key);
+        if let Some(key) = call.key {
+            request = request.header("idempotency-key", key);
+        }
+        request.json(call.body).send().await.expect("the example answers")
+    }
+
+    async fn key_status(&self, hotel: &Hotel, key: &str) -> reqwest::Response {
+        let url = format!("{}/idempotency-keys/{key}", self.base);
+        self.http.get(url).header("x-api-key", &hotel.api_key).send().await.expect("the example answers")
+    }
+
+    async fn effects(&self, hotel: &Hotel) -> u64 {
+        let count: i64 = sqlx::query_scalar(
+            "SELECT count(*) FILTER (WHERE guest <> 'fixture') + count(cancelled_at) FROM bookings WHERE owner = $1",
+        )
+        .bind(&hotel.api_key)
+        .fetch_one(&self.db)
+        .await
+        .expect("count the hotel's effects");
+        count as u64
+    }
+
+    async fn waiting(&self, gate: &str) -> usize {
+        self.gates.waiting(gate)
+    }
+
+    async fn open(&self, gate: &str) {
+        self.gates.open(gate)
+    }
+
+    async fn claims(&self, key: &str) -> Option<usize> {
+        Some(self.gates.claims(key))
+    }
+
+    fn lease(&self) -> Duration {
+        LEASE
+    }
+}
+
+/// A fresh database, dropped when the test ends.
+struct TestDb {
+    admin: String,
+    name: String,
+}
+
+impl TestDb {
+    async fn new() -> (Self, PgPool) {
+        let admin =
+            std::env::var("TEST_DATABASE_ADMIN_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
+        let name = format!("once_test_bookings_{}", Uuid::new_v4().simple());
+        let mut conn = sqlx::PgConnection::connect(&format!("{admin}/postgres")).await.expect("admin connection");
+        sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.expect("create database");
+        let db = PgPool::connect(&format!("{admin}/{name}")).await.expect("test database");
+        sqlx::raw_sql(once_pg::MIGRATION).execute(&db).await.expect("the key table, without sqlx's migrator");
+        sqlx::raw_sql(include_str!("../schema.sql")).execute(&db).await.expect("the bookings table");
+        (Self { admin, name }, db)
+    }
+
+    async fn drop_it(self, db: PgPool) {
+        db.close().await;
+        let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", self.admin)).await.expect("admin");
+        let drop = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
+        sqlx::query(&drop).execute(&mut conn).await.expect("drop the test database");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bookings_pass_the_conformance_suite_for_both_operations() {
+    let (test_db, db) = TestDb::new().await;
+    let gates = Gates::default();
+    let app = App {
+        executor: Executor::new(db.clone(), LEASE).with_faults(gates.clone()),
+        fingerprints: FingerprintKeys::new(&["test secret".to_owned()]).unwrap(),
+        db: db.clone(),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, router(app)).await });
+    run_all(&Bookings { base, db: db.clone(), gates, http: reqwest::Client::new() }).await;
+    test_db.drop_it(db).await;
+}
