@@ -140,9 +140,8 @@ where
 ///     let req = keyed.request_on("POST /bookings/{id}/cancel", &[("id", &id)], &())?;
 ///     Ok(req.scope)
 /// }
-/// let _routes: axum::Router<App> = axum::Router::new()
-///     .route("/bookings/{id}/cancel", axum::routing::post(cancel))
-///     .merge(once_axum::status::router::<App>());
+/// let _routes: axum::Router<App> =
+///     axum::Router::new().route("/bookings/{id}/cancel", axum::routing::post(cancel));
 /// ```
 pub struct Keyed<Sc> {
     /// The caller's scope, as its extractor read it.

@@ -17,6 +17,8 @@
 //!   application runs from its own tests against its own server.
 //!
 //! The key table is `once-pg`'s; the pure rules are `once-core`'s.
+//!
+#![doc = include_str!("../README.md")]
 
 #![warn(missing_docs)]
 

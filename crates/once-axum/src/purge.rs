@@ -1,4 +1,4 @@
-//! The retention task: [`once_pg::purge`] on a timer. One step for tests (call
+//! The retention task: [`once_pg::purge()`] on a timer. One step for tests (call
 //! `once_pg::purge`), a loop for the server.
 
 use std::time::Duration;

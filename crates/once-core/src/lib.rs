@@ -10,6 +10,7 @@
 //! * [`outcome`]: the one rule for which answers a key stores and replays.
 //! * [`stored`]: an answer as stored with its key, replayed byte for byte.
 
+#![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
 pub mod fingerprint;
