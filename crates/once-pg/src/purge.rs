@@ -12,12 +12,12 @@ use sqlx::PgPool;
 /// Deletes the keys past retention; returns how many. Safe on several instances at once:
 /// each DELETE is independent and idempotent.
 pub async fn purge(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
-    let deleted = sqlx::query!(
+    let deleted = sqlx::query(
         "DELETE FROM idempotency_keys
           WHERE (state IN ('completed', 'failed') AND finished_at < now() - $1::bigint * interval '1 millisecond')
              OR (state = 'processing' AND locked_until < now() - $1::bigint * interval '1 millisecond')",
-        (retention.as_millis() as i64)
     )
+    .bind(retention.as_millis() as i64)
     .execute(db)
     .await?;
     Ok(deleted.rows_affected())

@@ -6,10 +6,13 @@ use sqlx::PgPool;
 
 /// A key's state as a client may see it.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct KeyState {
     /// `processing`, `completed` or `failed`.
     pub state: String,
+    /// The stored answer's status, once completed.
     pub response_status: Option<i16>,
+    /// The stored answer's `location` header, if it had one.
     pub location: Option<String>,
 }
 
@@ -19,18 +22,18 @@ pub async fn key_state(
     scope: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyState>, sqlx::Error> {
-    let row = sqlx::query!(
+    let row: Option<(String, Option<i16>, Option<serde_json::Value>)> = sqlx::query_as(
         "SELECT state, response_status, response_headers FROM idempotency_keys WHERE scope = $1 AND key = $2",
-        scope,
-        key.as_str()
     )
+    .bind(scope)
+    .bind(key.as_str())
     .fetch_optional(db)
     .await?;
-    Ok(row.map(|row| KeyState {
-        state: row.state,
-        response_status: row.response_status,
-        location: row
-            .response_headers
-            .and_then(|h| h["location"].as_str().map(str::to_owned)),
-    }))
+    Ok(
+        row.map(|(state, response_status, response_headers)| KeyState {
+            state,
+            response_status,
+            location: response_headers.and_then(|h| h["location"].as_str().map(str::to_owned)),
+        }),
+    )
 }

@@ -14,9 +14,14 @@ use sqlx::{PgExecutor, PgPool};
 use uuid::Uuid;
 
 /// What the table says about a key that someone already holds.
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum Existing {
+    /// The key's request completed: its stored answer, to replay.
     Completed(StoredResponse),
+    /// The same request is running under a valid lease.
     InProgress,
+    /// The key was used for a request with another fingerprint.
     DifferentRequest,
     /// Failed, or its lease expired: try claiming again.
     Reclaimable,
@@ -24,14 +29,21 @@ pub enum Existing {
     Unused,
 }
 
+/// The outcome of [`claim`]: whether this request executes, under which lease.
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum Claimed {
-    /// A new key: this request executes.
+    /// A new key: this request executes, under the lease token it holds.
     Fresh(Uuid),
     /// A failed key retried, or an expired lease taken over.
     Reclaimed {
+        /// The new lease token this request executes under.
         lease: Uuid,
+        /// `true` if the key was `processing` under an expired lease (a takeover), `false`
+        /// if it had failed.
         took_over: bool,
     },
+    /// Someone holds the key already: what the table says about it.
     Existing(Existing),
     /// The scope has claimed as many keys in the last hour as it may.
     OverQuota,
@@ -51,22 +63,22 @@ pub async fn claim_new<'e>(
     let lease_ms = lease.as_millis() as i64;
     // Without a quota, the plain INSERT: the quota's count is paid only when there is one.
     let inserted = if keys_per_hour == 0 {
-        sqlx::query!(
+        sqlx::query(
             "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
              VALUES ($1, $2, $7, $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond')
              ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
-            &req.scope,
-            req.key.as_str(),
-            &req.operation,
-            req.fingerprint.as_str(),
-            token,
-            lease_ms,
-            req.method.as_str()
         )
+        .bind(&req.scope)
+        .bind(req.key.as_str())
+        .bind(&req.operation)
+        .bind(req.fingerprint.as_str())
+        .bind(token)
+        .bind(lease_ms)
+        .bind(req.method.as_str())
         .execute(db)
         .await?
     } else {
-        sqlx::query!(
+        sqlx::query(
             "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token, locked_until)
              SELECT $1, $2, $8, $3, $4, 'processing', $5, now() + $6::bigint * interval '1 millisecond'
               WHERE (SELECT count(*) FROM (
@@ -74,15 +86,15 @@ pub async fn claim_new<'e>(
                        WHERE scope = $1 AND created_at > now() - interval '1 hour' LIMIT $7
                     ) AS recent) < $7
              ON CONFLICT ON CONSTRAINT idempotency_keys_scope_key_key DO NOTHING",
-            &req.scope,
-            req.key.as_str(),
-            &req.operation,
-            req.fingerprint.as_str(),
-            token,
-            lease_ms,
-            i64::from(keys_per_hour),
-            req.method.as_str()
         )
+        .bind(&req.scope)
+        .bind(req.key.as_str())
+        .bind(&req.operation)
+        .bind(req.fingerprint.as_str())
+        .bind(token)
+        .bind(lease_ms)
+        .bind(i64::from(keys_per_hour))
+        .bind(req.method.as_str())
         .execute(db)
         .await?
     };
@@ -104,20 +116,20 @@ pub async fn claim(
 
     // Retry after a failure, or take over a lease whose holder went silent. The fingerprint
     // condition makes sure a different request can never take a key over.
-    let reclaimed = sqlx::query_scalar!(
-        r#"UPDATE idempotency_keys k
+    let reclaimed: Option<String> = sqlx::query_scalar(
+        "UPDATE idempotency_keys k
               SET state = 'processing', lease_token = $4, finished_at = NULL,
                   locked_until = now() + $5::bigint * interval '1 millisecond'
              FROM (SELECT state FROM idempotency_keys WHERE scope = $1 AND key = $2 FOR UPDATE) previous
             WHERE k.scope = $1 AND k.key = $2 AND k.fingerprint = ANY($3)
               AND (k.state = 'failed' OR (k.state = 'processing' AND k.locked_until < now()))
-        RETURNING previous.state AS "previous!""#,
-        &req.scope,
-        req.key.as_str(),
-        req.fingerprint.accepted(),
-        token,
-        lease_ms
+        RETURNING previous.state AS previous",
     )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(req.fingerprint.accepted())
+    .bind(token)
+    .bind(lease_ms)
     .fetch_optional(db)
     .await?;
     if let Some(previous) = reclaimed {
@@ -136,14 +148,21 @@ pub async fn claim(
 /// A key's row as a read returns it. Public so that an application may read it in a
 /// statement of its own (the shop reads its session in the same statement) and have it
 /// judged by [`judge`].
+#[derive(sqlx::FromRow)]
 pub struct KeyRow {
+    /// The operation the key was claimed for (`route`).
     pub route: String,
+    /// The fingerprint of the request that claimed it.
     pub fingerprint: String,
+    /// `processing`, `completed` or `failed`.
     pub state: String,
-    /// `locked_until > now()`, evaluated by the database.
+    /// `locked_until > now()`, evaluated by the database (`false` when there is no lease).
     pub lease_valid: bool,
+    /// The stored answer's status, once completed.
     pub response_status: Option<i16>,
+    /// The stored answer's headers (a JSON object of name to value), once completed.
     pub response_headers: Option<serde_json::Value>,
+    /// The stored answer's body, once completed.
     pub response_body: Option<Vec<u8>>,
 }
 
@@ -170,14 +189,13 @@ async fn key_row(
     scope: &str,
     key: &IdempotencyKey,
 ) -> Result<Option<KeyRow>, sqlx::Error> {
-    sqlx::query_as!(
-        KeyRow,
-        r#"SELECT route, fingerprint, state, coalesce(locked_until > now(), false) AS "lease_valid!",
+    sqlx::query_as::<_, KeyRow>(
+        "SELECT route, fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
                   response_status, response_headers, response_body
-             FROM idempotency_keys WHERE scope = $1 AND key = $2"#,
-        scope,
-        key.as_str()
+             FROM idempotency_keys WHERE scope = $1 AND key = $2",
     )
+    .bind(scope)
+    .bind(key.as_str())
     .fetch_optional(db)
     .await
 }
@@ -204,7 +222,10 @@ pub fn judge(row: Option<KeyRow>, req: &IdempotentRequest) -> Existing {
 }
 
 /// What a key holds for an operation, whatever body its request had.
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum Held {
+    /// The operation completed under the key: its stored answer.
     Completed(StoredResponse),
     /// The key was used for another operation.
     OtherOperation,
@@ -237,18 +258,18 @@ pub async fn complete<'e>(
     lease: Uuid,
     response: &StoredResponse,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query!(
+    let updated = sqlx::query(
         "UPDATE idempotency_keys
             SET state = 'completed', response_status = $4, response_headers = $5, response_body = $6,
                 completed_at = now(), finished_at = now(), locked_until = NULL
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
-        &req.scope,
-        req.key.as_str(),
-        lease,
-        (response.status as i16),
-        response.headers_json(),
-        &response.body
     )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(lease)
+    .bind(response.status as i16)
+    .bind(response.headers_json())
+    .bind(&response.body)
     .execute(tx)
     .await?;
     Ok(updated.rows_affected() == 1)
@@ -261,14 +282,14 @@ pub async fn renew(
     lease: Uuid,
     length: Duration,
 ) -> Result<bool, sqlx::Error> {
-    let renewed = sqlx::query!(
+    let renewed = sqlx::query(
         "UPDATE idempotency_keys SET locked_until = now() + $4::bigint * interval '1 millisecond'
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
-        &req.scope,
-        req.key.as_str(),
-        lease,
-        (length.as_millis() as i64)
     )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(lease)
+    .bind(length.as_millis() as i64)
     .execute(db)
     .await?;
     Ok(renewed.rows_affected() == 1)
@@ -278,13 +299,13 @@ pub async fn renew(
 /// completion: a stale holder that fails after a takeover must not reopen the key while
 /// the new holder is still working.
 pub async fn fail(db: &PgPool, req: &IdempotentRequest, lease: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query!(
+    sqlx::query(
         "UPDATE idempotency_keys SET state = 'failed', locked_until = NULL, finished_at = now()
           WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
-        &req.scope,
-        req.key.as_str(),
-        lease
     )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .bind(lease)
     .execute(db)
     .await?;
     Ok(())

@@ -1,0 +1,361 @@
+//! The key table against a real PostgreSQL. Every test gets a database of its own, created
+//! from `TEST_DATABASE_ADMIN_URL` (default `postgres://postgres@127.0.0.1:5432`), with the
+//! crate's `MIGRATION` applied; it is dropped when the test ends.
+
+use std::time::Duration;
+
+use http::Method;
+use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, StoredResponse};
+use once_pg::{store, Claimed, Existing};
+use serde_json::{json, Value};
+use sqlx::{Connection, PgConnection, PgPool};
+use uuid::Uuid;
+
+/// A lease no test outlives.
+const LEASE: Duration = Duration::from_secs(60);
+const NO_QUOTA: u32 = 0;
+const SCOPE: &str = "session-a";
+
+/// A database of the test's own, with the key table; dropped (`WITH (FORCE)`) with the
+/// value, whether the test passed or not.
+struct TestDb {
+    pool: PgPool,
+    admin: String,
+    name: String,
+}
+
+impl TestDb {
+    async fn new() -> Self {
+        let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".to_owned());
+        let name = format!("once_test_pg_{}", Uuid::new_v4().simple());
+        let mut conn = PgConnection::connect(&format!("{admin}/postgres"))
+            .await
+            .expect("connect to the admin database");
+        let create = format!(r#"CREATE DATABASE "{name}""#);
+        sqlx::raw_sql(&create)
+            .execute(&mut conn)
+            .await
+            .expect("create the test database");
+        conn.close().await.expect("close the admin connection");
+        let test_db = Self {
+            pool: PgPool::connect(&format!("{admin}/{name}"))
+                .await
+                .expect("connect to the test database"),
+            admin,
+            name,
+        };
+        sqlx::raw_sql(once_pg::MIGRATION)
+            .execute(&test_db.pool)
+            .await
+            .expect("apply the crate's migration");
+        test_db
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // `drop` cannot await, and runs on the test's runtime: the DROP runs on a thread and
+        // a runtime of its own. FORCE ends the pool's connections.
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime to drop the test database");
+            runtime.block_on(async {
+                let mut conn = PgConnection::connect(&format!("{admin}/postgres")).await?;
+                let drop = format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#);
+                sqlx::raw_sql(&drop).execute(&mut conn).await?;
+                conn.close().await
+            })
+        })
+        .join()
+        .expect("the thread dropping the test database");
+        if let Err(e) = dropped {
+            // Panicking again while a failed test unwinds would abort the whole run.
+            if std::thread::panicking() {
+                eprintln!("could not drop test database {}: {e}", self.name);
+            } else {
+                panic!("could not drop test database {}: {e}", self.name);
+            }
+        }
+    }
+}
+
+/// `POST /things` with `body`, under `key` in `scope`.
+fn request(scope: &str, key: &str, body: Value) -> IdempotentRequest {
+    let fingerprints = FingerprintKeys::new(&["s".to_owned()]).unwrap();
+    IdempotentRequest::new(
+        &fingerprints,
+        Method::POST,
+        scope,
+        IdempotencyKey::parse(key).unwrap(),
+        "POST /things",
+        &body,
+    )
+}
+
+/// The answer the tests store.
+fn created() -> StoredResponse {
+    StoredResponse::new(
+        201,
+        vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("location".to_owned(), "/things/1".to_owned()),
+        ],
+        br#"{"id":1}"#.to_vec(),
+    )
+}
+
+/// Claims `req`'s key, which must be new; returns the lease.
+async fn claim_fresh(db: &PgPool, req: &IdempotentRequest, lease: Duration) -> Uuid {
+    match store::claim(db, req, lease, NO_QUOTA).await.unwrap() {
+        Claimed::Fresh(token) => token,
+        other => panic!("expected a fresh claim, got {other:?}"),
+    }
+}
+
+/// A key's row as the table holds it (times as text: only whether they change matters).
+#[derive(Debug, PartialEq, sqlx::FromRow)]
+struct Row {
+    state: String,
+    lease_token: Option<Uuid>,
+    locked_until: Option<String>,
+    finished_at: Option<String>,
+    response_status: Option<i16>,
+    response_headers: Option<Value>,
+    response_body: Option<Vec<u8>>,
+}
+
+async fn row(db: &PgPool, req: &IdempotentRequest) -> Option<Row> {
+    sqlx::query_as(
+        "SELECT state, lease_token, locked_until::text AS locked_until,
+                finished_at::text AS finished_at, response_status, response_headers, response_body
+           FROM idempotency_keys WHERE scope = $1 AND key = $2",
+    )
+    .bind(&req.scope)
+    .bind(req.key.as_str())
+    .fetch_optional(db)
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_new_key_is_claimed_fresh_under_the_returned_lease() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+
+    let row = row(&db.pool, &req).await.expect("the claimed key's row");
+    assert_eq!(row.state, "processing");
+    assert_eq!(row.lease_token, Some(lease));
+}
+
+#[tokio::test]
+async fn a_second_claim_while_the_lease_is_valid_is_in_progress() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+
+    let again = store::claim(&db.pool, &req, LEASE, NO_QUOTA).await.unwrap();
+
+    assert!(
+        matches!(again, Claimed::Existing(Existing::InProgress)),
+        "got {again:?}"
+    );
+    assert_eq!(row(&db.pool, &req).await.unwrap().lease_token, Some(lease));
+}
+
+#[tokio::test]
+async fn the_same_key_with_another_body_is_a_different_request() {
+    let db = TestDb::new().await;
+    claim_fresh(&db.pool, &request(SCOPE, "k1", json!({"n": 1})), LEASE).await;
+
+    let other = request(SCOPE, "k1", json!({"n": 2}));
+    let claimed = store::claim(&db.pool, &other, LEASE, NO_QUOTA)
+        .await
+        .unwrap();
+
+    assert!(
+        matches!(claimed, Claimed::Existing(Existing::DifferentRequest)),
+        "got {claimed:?}"
+    );
+}
+
+#[tokio::test]
+async fn completion_under_the_lease_stores_the_answer_for_replay() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+
+    assert!(store::complete(&db.pool, &req, lease, &created())
+        .await
+        .unwrap());
+
+    match store::existing(&db.pool, &req).await.unwrap() {
+        Existing::Completed(stored) => assert_eq!(stored, created()),
+        other => panic!("expected the stored answer, got {other:?}"),
+    }
+    let row = row(&db.pool, &req).await.unwrap();
+    assert_eq!(row.state, "completed");
+    assert_eq!(row.response_status, Some(201));
+    assert_eq!(row.response_body.as_deref(), Some(&br#"{"id":1}"#[..]));
+}
+
+#[tokio::test]
+async fn completion_under_a_wrong_lease_changes_nothing() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    claim_fresh(&db.pool, &req, LEASE).await;
+    let before = row(&db.pool, &req).await;
+
+    let completed = store::complete(&db.pool, &req, Uuid::new_v4(), &created())
+        .await
+        .unwrap();
+
+    assert!(!completed);
+    assert_eq!(row(&db.pool, &req).await, before);
+}
+
+#[tokio::test]
+async fn a_failed_key_is_reclaimed_without_a_takeover() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let first = claim_fresh(&db.pool, &req, LEASE).await;
+    store::fail(&db.pool, &req, first).await.unwrap();
+    assert_eq!(row(&db.pool, &req).await.unwrap().state, "failed");
+
+    let claimed = store::claim(&db.pool, &req, LEASE, NO_QUOTA).await.unwrap();
+
+    let Claimed::Reclaimed {
+        lease,
+        took_over: false,
+    } = claimed
+    else {
+        panic!("expected a reclaim after failure, got {claimed:?}");
+    };
+    assert_ne!(lease, first);
+    let row = row(&db.pool, &req).await.unwrap();
+    assert_eq!(row.state, "processing");
+    assert_eq!(row.lease_token, Some(lease));
+}
+
+/// Claims `req` under a 1 ms lease, lets it expire and takes it over: (old, new) lease.
+async fn expired_and_taken_over(db: &PgPool, req: &IdempotentRequest) -> (Uuid, Uuid) {
+    let old = claim_fresh(db, req, Duration::from_millis(1)).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    match store::claim(db, req, LEASE, NO_QUOTA).await.unwrap() {
+        Claimed::Reclaimed {
+            lease,
+            took_over: true,
+        } => (old, lease),
+        other => panic!("expected a takeover of the expired lease, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_its_old_holder_cannot_complete() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let (old, new) = expired_and_taken_over(&db.pool, &req).await;
+
+    let stale = store::complete(&db.pool, &req, old, &created())
+        .await
+        .unwrap();
+
+    assert!(!stale, "the old holder completed a key taken over");
+    let row = row(&db.pool, &req).await.unwrap();
+    assert_eq!(row.state, "processing");
+    assert_eq!(row.lease_token, Some(new));
+    assert!(store::complete(&db.pool, &req, new, &created())
+        .await
+        .unwrap());
+}
+
+#[tokio::test]
+async fn renewing_a_lease_that_was_taken_over_is_refused() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let (old, new) = expired_and_taken_over(&db.pool, &req).await;
+
+    assert!(!store::renew(&db.pool, &req, old, LEASE).await.unwrap());
+    assert!(store::renew(&db.pool, &req, new, LEASE).await.unwrap());
+}
+
+#[tokio::test]
+async fn the_hourly_quota_refuses_a_third_new_key() {
+    let db = TestDb::new().await;
+    let per_hour = 2;
+    for key in ["k1", "k2"] {
+        let req = request(SCOPE, key, json!({"n": 1}));
+        let claimed = store::claim(&db.pool, &req, LEASE, per_hour).await.unwrap();
+        assert!(
+            matches!(claimed, Claimed::Fresh(_)),
+            "{key}: got {claimed:?}"
+        );
+    }
+
+    let third = request(SCOPE, "k3", json!({"n": 1}));
+    let claimed = store::claim(&db.pool, &third, LEASE, per_hour)
+        .await
+        .unwrap();
+
+    assert!(matches!(claimed, Claimed::OverQuota), "got {claimed:?}");
+    assert_eq!(row(&db.pool, &third).await, None);
+}
+
+#[tokio::test]
+async fn purge_deletes_a_completed_key_past_retention() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+    assert!(store::complete(&db.pool, &req, lease, &created())
+        .await
+        .unwrap());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let within_retention = once_pg::purge(&db.pool, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert_eq!(within_retention, 0);
+    let past_retention = once_pg::purge(&db.pool, Duration::ZERO).await.unwrap();
+    assert_eq!(past_retention, 1);
+    assert_eq!(row(&db.pool, &req).await, None);
+}
+
+#[tokio::test]
+async fn purge_never_deletes_a_key_whose_lease_is_valid() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    claim_fresh(&db.pool, &req, LEASE).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    let purged = once_pg::purge(&db.pool, Duration::ZERO).await.unwrap();
+
+    assert_eq!(purged, 0);
+    assert_eq!(row(&db.pool, &req).await.unwrap().state, "processing");
+}
+
+#[tokio::test]
+async fn key_state_is_none_in_another_scope() {
+    let db = TestDb::new().await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+    assert!(store::complete(&db.pool, &req, lease, &created())
+        .await
+        .unwrap());
+
+    let elsewhere = once_pg::key_state(&db.pool, "session-b", &req.key)
+        .await
+        .unwrap();
+    assert_eq!(elsewhere, None);
+    let own = once_pg::key_state(&db.pool, SCOPE, &req.key)
+        .await
+        .unwrap()
+        .expect("the key's state in its own scope");
+    assert_eq!(own.state, "completed");
+    assert_eq!(own.response_status, Some(201));
+    assert_eq!(own.location.as_deref(), Some("/things/1"));
+}
