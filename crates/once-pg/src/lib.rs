@@ -4,7 +4,7 @@
 //! lease was taken over changes nothing.
 //!
 //! * [`store`]: claim, complete, renew, fail, and reading what a key holds.
-//! * [`purge`]: retention, counted from the end of a request.
+//! * [`purge()`]: retention, counted from the end of a request.
 //! * [`status`]: a key's state for a client polling after a 409.
 //! * [`migrate`]: the table, created by the crate's own migration with sqlx's migrator;
 //!   [`MIGRATION`]: the same SQL, for any other migration tool.
