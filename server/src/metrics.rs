@@ -223,11 +223,9 @@ fn refuse() -> Response {
 
 /// Gauges read from the database: outbox lag, queued emails, dead letters.
 async fn backlog(db: &PgPool) -> Result<String, sqlx::Error> {
+    let outbox = once_events::outbox::backlog(db).await?;
     let row = sqlx::query!(
-        r#"SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL) AS "unpublished!",
-                (SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
-                   FROM outbox_events WHERE published_at IS NULL) AS "oldest_secs!",
-                (SELECT count(*) FROM emails WHERE status = 'queued') AS "queued_emails!",
+        r#"SELECT (SELECT count(*) FROM emails WHERE status = 'queued') AS "queued_emails!",
                 (SELECT count(*) FROM dead_letters WHERE status = 'dead') AS "dead!""#,
     )
     .fetch_one(db)
@@ -236,12 +234,12 @@ async fn backlog(db: &PgPool) -> Result<String, sqlx::Error> {
         (
             "once_outbox_unpublished",
             "Outbox events not yet published.",
-            row.unpublished.to_string(),
+            outbox.unpublished.to_string(),
         ),
         (
             "once_outbox_oldest_unpublished_seconds",
             "Age of the oldest unpublished outbox event (0 when none).",
-            format!("{:.3}", row.oldest_secs),
+            format!("{:.3}", outbox.oldest_secs),
         ),
         (
             "once_emails_queued",

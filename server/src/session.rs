@@ -307,15 +307,31 @@ pub async fn hold_for_quota(
 /// until then (docs/design.md, "Hostile traffic"); its browser's next page opens a new
 /// session, and nothing is lost, since nothing hung on the old one. Returns how many went.
 pub async fn forget_unused(db: &PgPool, idle: std::time::Duration) -> Result<u64, sqlx::Error> {
-    let forgotten = sqlx::query!(
-        "DELETE FROM tower_sessions.session s
+    let unused = sqlx::query_scalar!(
+        "SELECT s.id FROM tower_sessions.session s
           WHERE s.expiry_date < now() + $1::bigint * interval '1 day' - $2::bigint * interval '1 millisecond'
             AND NOT EXISTS (SELECT 1 FROM carts c WHERE c.session_id = s.id)
             AND NOT EXISTS (SELECT 1 FROM cart_adds a WHERE a.session_id = s.id)
-            AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.session_id = s.id)
-            AND NOT EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.scope = s.id)",
+            AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.session_id = s.id)",
         LIFETIME_DAYS,
         idle.as_millis() as i64
+    )
+    .fetch_all(db)
+    .await?;
+    // A session that sent a keyed request is kept: its keys are the key table's, asked
+    // through its crate; the deletion checks the shop's own conditions again.
+    let keyed = once_pg::inspect::scopes_holding_keys(db, &unused).await?;
+    let forgotten = sqlx::query!(
+        "DELETE FROM tower_sessions.session s
+          WHERE s.id = ANY($3) AND NOT (s.id = ANY($4))
+            AND s.expiry_date < now() + $1::bigint * interval '1 day' - $2::bigint * interval '1 millisecond'
+            AND NOT EXISTS (SELECT 1 FROM carts c WHERE c.session_id = s.id)
+            AND NOT EXISTS (SELECT 1 FROM cart_adds a WHERE a.session_id = s.id)
+            AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.session_id = s.id)",
+        LIFETIME_DAYS,
+        idle.as_millis() as i64,
+        &unused[..],
+        &keyed[..]
     )
     .execute(db)
     .await?;

@@ -52,3 +52,26 @@ pub async fn consume_all(
     let mut first: HashSet<Uuid> = inserted.into_iter().collect();
     Ok(event_ids.iter().map(|id| first.remove(id)).collect())
 }
+
+/// Keeps how each of `consumer`'s events ended (`outcomes`: event id and a word of the
+/// consumer's, `fulfilled`, `skipped`…) on its record, in `tx`: the transaction that
+/// recorded and applied them, so the word commits with the effects.
+pub async fn record_outcomes(
+    tx: &mut PgConnection,
+    consumer: &str,
+    outcomes: &[(Uuid, &str)],
+) -> Result<(), sqlx::Error> {
+    let events: Vec<Uuid> = outcomes.iter().map(|(event, _)| *event).collect();
+    let words: Vec<&str> = outcomes.iter().map(|(_, word)| *word).collect();
+    sqlx::query(
+        "UPDATE consumed_events c SET outcome = o.outcome
+           FROM unnest($2::uuid[], $3::text[]) AS o (event_id, outcome)
+          WHERE c.consumer = $1 AND c.event_id = o.event_id",
+    )
+    .bind(consumer)
+    .bind(&events[..])
+    .bind(&words[..])
+    .execute(tx)
+    .await?;
+    Ok(())
+}

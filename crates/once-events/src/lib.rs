@@ -41,7 +41,7 @@ pub mod dead_letters;
 
 pub use config::BusConfig;
 pub use counters::{Counter, Counters};
-pub use dedup::{consume_all, consume_once};
+pub use dedup::{consume_all, consume_once, record_outcomes};
 pub use handler::{apply_in_one_tx, apply_one, Handled, Handler, HandlerError};
 
 /// The chain's schema, `migrations/0001_event_chain.sql`, for apps without a migration

@@ -145,3 +145,27 @@ mod tests {
         }
     }
 }
+
+/// What the relay has yet to publish: the figures an operator watches first.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// Events written and not yet published.
+    pub unpublished: i64,
+    /// How long the oldest of them has waited, in seconds (0 when none waits).
+    pub oldest_secs: f64,
+}
+
+/// The outbox's backlog, in one statement.
+pub async fn backlog(db: impl sqlx::PgExecutor<'_>) -> Result<Backlog, sqlx::Error> {
+    let (unpublished, oldest_secs): (i64, f64) = sqlx::query_as(
+        "SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8
+           FROM outbox_events WHERE published_at IS NULL",
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(Backlog {
+        unpublished,
+        oldest_secs,
+    })
+}

@@ -4,6 +4,9 @@
 //! lease was taken over changes nothing.
 //!
 //! * [`store`]: claim, complete, renew, fail, and reading what a key holds.
+//! * [`first_read`]: the one-statement read a request starts with, with the application's
+//!   question about its scope.
+//! * [`inspect`]: whether a key's request runs, which scopes hold keys, counts by state.
 //! * [`purge()`]: retention, counted from the end of a request.
 //! * [`status`]: a key's state for a client polling after a 409.
 //! * [`migrate`]: the table, created by the crate's own migration with sqlx's migrator;
@@ -18,10 +21,13 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod first_read;
+pub mod inspect;
 pub mod purge;
 pub mod status;
 pub mod store;
 
+pub use first_read::{FirstRead, FirstReadRow};
 pub use purge::purge;
 pub use status::{key_state, KeyState};
 pub use store::{Claimed, Existing, Held};

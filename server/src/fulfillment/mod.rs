@@ -118,25 +118,14 @@ fn paid_order(event: &Event) -> Result<Uuid, HandlerError> {
         .ok_or_else(|| HandlerError::Poison("order.paid without a valid order_id".into()))
 }
 
-/// Keeps how each event ended on its `consumed_events` row, written by the runtime in the
+/// Keeps how each event ended on its consumption record, written by the runtime in the
 /// same transaction.
 async fn set_outcomes(
     tx: &mut PgConnection,
     outcomes: &[(Uuid, Outcome)],
 ) -> Result<(), sqlx::Error> {
-    let events: Vec<Uuid> = outcomes.iter().map(|(event, _)| *event).collect();
-    let names: Vec<&str> = outcomes.iter().map(|(_, o)| o.as_str()).collect();
-    sqlx::query!(
-        "UPDATE consumed_events c SET outcome = o.outcome
-           FROM unnest($2::uuid[], $3::text[]) AS o (event_id, outcome)
-          WHERE c.consumer = $1 AND c.event_id = o.event_id",
-        CONSUMER,
-        &events[..],
-        &names[..] as &[&str],
-    )
-    .execute(tx)
-    .await?;
-    Ok(())
+    let words: Vec<(Uuid, &str)> = outcomes.iter().map(|(e, o)| (*e, o.as_str())).collect();
+    once_events::record_outcomes(tx, CONSUMER, &words).await
 }
 
 /// The side effects for a batch of `(event, order)`, under the orders' row locks (taken in

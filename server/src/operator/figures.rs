@@ -10,13 +10,12 @@ pub async fn read(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
     Ok(figures)
 }
 
-/// The figures of one value each, in the order they are shown: one statement, one snapshot.
+/// The figures of one value each, in the order they are shown: the outbox's from its crate,
+/// the rest in one statement, one snapshot.
 async fn single(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let outbox = once_events::outbox::backlog(db).await?;
     let f = sqlx::query!(
-        r#"SELECT (SELECT count(*) FROM outbox_events WHERE published_at IS NULL)::text AS "unpublished!",
-                  (SELECT coalesce(round(extract(epoch FROM now() - min(created_at)))::text, '0')
-                     FROM outbox_events WHERE published_at IS NULL) AS "oldest_unpublished!",
-                  (SELECT count(*) FROM bus_deliveries WHERE settled_at IS NULL)::text AS "deliveries_waiting!",
+        r#"SELECT (SELECT count(*) FROM bus_deliveries WHERE settled_at IS NULL)::text AS "deliveries_waiting!",
                   (SELECT count(*) FROM dead_letters WHERE status = 'dead')::text AS "dead_letters!",
                   (SELECT count(*) FROM emails WHERE status = 'queued')::text AS "emails_queued!",
                   (SELECT count(*) FROM reconcile_findings WHERE status = 'open')::text AS "open_findings!",
@@ -29,8 +28,11 @@ async fn single(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
     .fetch_one(db)
     .await?;
     Ok([
-        ("Outbox: unpublished events", f.unpublished),
-        ("Outbox: oldest unpublished (s)", f.oldest_unpublished),
+        ("Outbox: unpublished events", outbox.unpublished.to_string()),
+        (
+            "Outbox: oldest unpublished (s)",
+            format!("{:.0}", outbox.oldest_secs),
+        ),
         (
             "Consumers: deliveries waiting (PostgreSQL bus)",
             f.deliveries_waiting,
@@ -51,17 +53,17 @@ async fn single(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
 
 /// Idempotency keys and payments counted by state: one line per state present.
 async fn by_state(db: &PgPool) -> Result<Vec<(String, String)>, sqlx::Error> {
-    let counts = sqlx::query!(
-        r#"SELECT 'Idempotency keys' AS "what!", state AS "state!", count(*) AS "count!"
-             FROM idempotency_keys GROUP BY state
-           UNION ALL
-           SELECT 'Payments', status, count(*) FROM payments GROUP BY status
-           ORDER BY 1, 2"#
+    let keys = once_pg::inspect::key_counts(db).await?;
+    let payments = sqlx::query!(
+        r#"SELECT status AS "status!", count(*) AS "count!" FROM payments GROUP BY status ORDER BY 1"#
     )
     .fetch_all(db)
     .await?;
-    Ok(counts
+    let keys = keys
         .into_iter()
-        .map(|c| (format!("{}: {}", c.what, c.state), c.count.to_string()))
-        .collect())
+        .map(|(state, count)| (format!("Idempotency keys: {state}"), count.to_string()));
+    let payments = payments
+        .into_iter()
+        .map(|p| (format!("Payments: {}", p.status), p.count.to_string()));
+    Ok(keys.chain(payments).collect())
 }

@@ -43,15 +43,14 @@ pub async fn try_execute_task(db: &PgPool, bus: &dyn Bus) -> Result<bool, sqlx::
     // writers have written its repeats (folded a minute to a row, migration 0012, so the
     // minute's rows sum them) and its requests have committed. The gauges are as they stand
     // now. Skipped at once if another instance took it.
+    let outbox = once_events::outbox::backlog(db).await?;
     let inserted = sqlx::query!(
         r#"WITH m AS (SELECT date_trunc('minute', now() - interval '15 seconds') - interval '1 minute' AS minute)
            INSERT INTO console_samples (at, outbox_unpublished, outbox_lag_ms, deliveries_waiting_pg,
                                         deliveries_waiting_js, dead_letters, new_keys, replays,
                                         in_progress, key_reused)
            SELECT m.minute,
-                  (SELECT count(*) FROM outbox_events WHERE published_at IS NULL),
-                  (SELECT coalesce(round(extract(epoch FROM now() - min(created_at)) * 1000), 0)
-                     FROM outbox_events WHERE published_at IS NULL),
+                  $2::bigint, $3::bigint,
                   (SELECT count(*) FROM bus_deliveries WHERE settled_at IS NULL),
                   $1,
                   (SELECT count(*) FROM dead_letters WHERE status = 'dead'),
@@ -66,6 +65,8 @@ pub async fn try_execute_task(db: &PgPool, bus: &dyn Bus) -> Result<bool, sqlx::
             WHERE NOT EXISTS (SELECT 1 FROM console_samples s WHERE s.at = m.minute)
            ON CONFLICT ON CONSTRAINT console_samples_pkey DO NOTHING"#,
         waiting,
+        outbox.unpublished,
+        (outbox.oldest_secs * 1000.0).round() as i64,
     )
     .execute(db)
     .await?;

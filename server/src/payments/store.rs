@@ -143,22 +143,27 @@ pub async fn blocker(
     lease: Duration,
     grace: Duration,
 ) -> Result<Option<Blocker>, sqlx::Error> {
-    // The millisecond counts are bigint, as bound (Postgres alone would infer a float).
-    sqlx::query_as!(
-        Blocker,
-        r#"SELECT p.id,
-                EXISTS (SELECT 1 FROM idempotency_keys k
-                         WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
-                           AND k.state = 'processing'
-                           AND k.locked_until > now() - $2::bigint * interval '1 millisecond') AS "running!",
-                coalesce(p.charge_requested_at, p.created_at) < now() - $3::bigint * interval '1 millisecond' AS "quiet!"
+    // The millisecond count is bigint, as bound (Postgres alone would infer a float).
+    let pending = sqlx::query!(
+        r#"SELECT p.id, p.idempotency_scope, p.idempotency_key,
+                coalesce(p.charge_requested_at, p.created_at) < now() - $2::bigint * interval '1 millisecond' AS "quiet!"
            FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'"#,
         order_id,
-        (lease.as_millis() as i64),
         (grace.as_millis() as i64),
     )
     .fetch_optional(db)
-    .await
+    .await?;
+    let Some(pending) = pending else {
+        return Ok(None);
+    };
+    let running =
+        once_pg::inspect::is_running(db, &pending.idempotency_scope, &pending.idempotency_key, lease)
+            .await?;
+    Ok(Some(Blocker {
+        id: pending.id,
+        running,
+        quiet: pending.quiet,
+    }))
 }
 
 /// Stamps the start of a charge call, on a pending attempt only: `false` means the attempt
