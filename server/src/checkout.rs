@@ -33,9 +33,8 @@ use axum::{
     routing::post,
     Form, Router,
 };
-use once_axum::{reply::respond, Hooks, IdempotencyKey, IdempotentRequest, Repeat};
+use once_axum::{IdempotencyKey, IdempotentRequest};
 use once_core::FingerprintKeys;
-use once_pg::{store, Held};
 use serde::Deserialize;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -116,11 +115,11 @@ pub async fn checkout_cart(
     let db = &idem.db;
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
-        return answer_for(&idem, &checkout.fingerprints, session_id, &key).await;
+        return answer_for(&idem, session_id, &key).await;
     }
     let cart = cart::read(db, session_id).await?;
     if cart.lines.is_empty() {
-        return answer_for(&idem, &checkout.fingerprints, session_id, &key).await;
+        return answer_for(&idem, session_id, &key).await;
     }
     let body = domain::order_request(&cart);
     let new_order = NewOrder::parse(&body)?;
@@ -137,40 +136,16 @@ pub async fn checkout_cart(
     Ok(orders::create_order(&idem, request, new_order, door, quota).await)
 }
 
-/// The answer for a key that is not (or no longer) the cart's: what it holds, if anything.
-/// A repeat is told to the executor's hooks, as the executor tells its own (the order
-/// journal notes it, save the form's own waiting).
+/// The answer for a key that is not (or no longer) the cart's: what it holds, if anything,
+/// answered and noted as a repeat by the executor; a key that holds nothing is a cart that
+/// changed.
 async fn answer_for(
     idem: &Idempotency,
-    fingerprints: &FingerprintKeys,
     session_id: &str,
     key: &IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let held = store::held(&idem.db, session_id, key, orders::CREATE_ORDER).await?;
-    let repeat = match &held {
-        Held::Completed(stored) => Some(Repeat::Replay(stored)),
-        Held::Running => Some(Repeat::InProgress),
-        Held::OtherOperation => Some(Repeat::KeyReused),
-        _ => None,
-    };
-    if let Some(repeat) = repeat {
-        let request = IdempotentRequest::new(
-            fingerprints,
-            Method::POST,
-            session_id,
-            key.clone(),
-            orders::CREATE_ORDER,
-            &serde_json::Value::Null,
-        );
-        idem.hooks.on_repeat(&request, repeat).await;
-    }
-    Ok(match held {
-        Held::Completed(stored) => respond(stored, true),
-        Held::Running => ApiError::RequestInProgress.into_response(),
-        Held::OtherOperation => ApiError::IdempotencyKeyReused.into_response(),
-        // Open: nothing stored under the key (or a state this version does not know).
-        _ => ApiError::CartChanged.into_response(),
-    })
+    let held = idem.held_answer(session_id, key, orders::CREATE_ORDER).await?;
+    Ok(held.unwrap_or_else(|| ApiError::CartChanged.into_response()))
 }
 
 /// Order the session's cart, exactly once per cart (for the shop's own pages)

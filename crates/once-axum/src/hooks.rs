@@ -6,7 +6,7 @@
 use std::future::Future;
 
 use axum::{http::StatusCode, response::IntoResponse};
-use once_core::{IdempotentRequest, KeyError, StoredResponse};
+use once_core::{IdempotentRequest, KeyError, KeyedOperation, StoredResponse};
 use once_pg::{store, Existing};
 use sqlx::{PgConnection, PgPool};
 
@@ -202,7 +202,7 @@ pub trait Hooks: Clone + Send + Sync + 'static {
     /// statement, and its failure must not change the answer.
     fn on_repeat(
         &self,
-        _req: &IdempotentRequest,
+        _at: KeyedOperation<'_>,
         _repeat: Repeat<'_>,
     ) -> impl Future<Output = ()> + Send {
         async {}

@@ -5,8 +5,8 @@
 //!
 //! * [`Keyed`] / [`RequestKey`]: the `Idempotency-Key` extractors, with the caller's scope.
 //! * [`Executor`]: claim the key, run the work, complete the key in the work's transaction
-//!   fenced on the lease, or leave it open for the retry; [`overlap`] is the opt-in
-//!   overlapped claim.
+//!   fenced on the lease, or leave it open for the retry; [`executor::overlap`] is the
+//!   opt-in overlapped claim.
 //! * [`Problem`]: a ready `application/problem+json` error; [`Refusal`], the protocol's
 //!   own answers; [`ProtocolError`], for an application's own error type.
 //! * [`Hooks`]: an application's first read, metrics and journal; [`Faults`]: test-time
@@ -28,7 +28,6 @@ pub mod executor;
 pub mod extract;
 pub mod faults;
 pub mod hooks;
-pub mod overlap;
 pub mod problem;
 pub mod purge;
 pub mod reply;
@@ -38,6 +37,6 @@ pub use executor::{Executor, PgTx, Worked};
 pub use extract::{Keyed, RequestKey, Scope, Scoped};
 pub use faults::Faults;
 pub use hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal, Repeat};
-pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest};
+pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyedOperation};
 pub use problem::Problem;
 pub use reply::Reply;

@@ -7,42 +7,21 @@ use axum::{
     Json, Router,
 };
 use once_core::IdempotencyKey;
-use serde::Serialize;
 use sqlx::PgPool;
 
 pub use crate::extract::{Scope, Scoped};
 use crate::{hooks::Refusal, Problem};
 
-/// What the table holds for one of the scope's keys.
-#[derive(Clone, Debug, Serialize)]
-#[non_exhaustive]
-pub struct KeyStatus {
-    /// The key, as the client sent it (unquoted).
-    pub key: String,
-    /// `processing` (running, or abandoned until its lease ends), `completed` (its answer
-    /// is stored: repeat the request to get it) or `failed` (retry it with the same key).
-    pub state: String,
-    /// The stored answer's status, once completed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_status: Option<i16>,
-    /// The stored answer's Location, if it had one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub location: Option<String>,
-}
+/// What the route answers: the key's state, as the table holds it.
+pub use once_pg::KeyState;
 
-/// The key's status in `scope`; `Refusal::KeyUnknown` if this scope never used it.
-pub async fn key_status(db: &PgPool, scope: &str, raw: &str) -> Result<KeyStatus, Refusal> {
+/// The key's state in `scope`; `Refusal::KeyUnknown` if this scope never used it.
+pub async fn key_status(db: &PgPool, scope: &str, raw: &str) -> Result<KeyState, Refusal> {
     let key = IdempotencyKey::parse(raw).map_err(Refusal::KeyMalformed)?;
-    let state = once_pg::key_state(db, scope, &key)
+    once_pg::key_state(db, scope, &key)
         .await
         .map_err(Refusal::Store)?
-        .ok_or(Refusal::KeyUnknown)?;
-    Ok(KeyStatus {
-        key: key.to_string(),
-        state: state.state,
-        response_status: state.response_status,
-        location: state.location,
-    })
+        .ok_or(Refusal::KeyUnknown)
 }
 
 /// The route, `GET /idempotency-keys/{key}`, for the scope the state declares

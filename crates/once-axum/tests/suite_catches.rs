@@ -80,7 +80,7 @@ fn router(app: App) -> Router {
 async fn status_of_everyone(
     State(app): State<App>,
     Path(key): Path<String>,
-) -> Result<Json<once_axum::status::KeyStatus>, Problem> {
+) -> Result<Json<once_axum::status::KeyState>, Problem> {
     let status = once_axum::status::key_status(&app.db, "everyone", &key).await;
     Ok(Json(status?))
 }

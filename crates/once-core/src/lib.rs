@@ -22,5 +22,5 @@ pub mod stored;
 pub use fingerprint::{canonical_json, Fingerprint, FingerprintKeys, NoSecret};
 pub use key::{IdempotencyKey, KeyError};
 pub use outcome::is_stored;
-pub use request::IdempotentRequest;
+pub use request::{IdempotentRequest, KeyedOperation};
 pub use stored::StoredResponse;

@@ -27,7 +27,37 @@ pub struct IdempotentRequest {
     pub fingerprint: Fingerprint,
 }
 
+/// A key as used for an operation in a scope, without the request's body: what a repeat is
+/// about, when the caller names a key but has no body to fingerprint (a form whose cart
+/// has moved on asks what its key holds).
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct KeyedOperation<'a> {
+    /// Who sent it.
+    pub scope: &'a str,
+    /// The key.
+    pub key: &'a IdempotencyKey,
+    /// The operation's constant identity.
+    pub operation: &'a str,
+}
+
+impl<'a> KeyedOperation<'a> {
+    /// `key` in `scope`, for `operation`.
+    pub fn new(scope: &'a str, key: &'a IdempotencyKey, operation: &'a str) -> Self {
+        Self {
+            scope,
+            key,
+            operation,
+        }
+    }
+}
+
 impl IdempotentRequest {
+    /// The request's scope, key and operation.
+    pub fn keyed_operation(&self) -> KeyedOperation<'_> {
+        KeyedOperation::new(&self.scope, &self.key, &self.operation)
+    }
+
     /// The request `key` names in `scope`: `operation` with `body` and no parameters.
     pub fn new(
         fingerprints: &FingerprintKeys,

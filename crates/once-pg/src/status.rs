@@ -1,18 +1,28 @@
 //! What a key holds, for a client polling after a 409: its state and, once completed, the
 //! stored answer's status and location (never its body: repeating the request returns it).
+//! [`KeyState`] is also what the key-status route sends (serialised as JSON), and, with the
+//! `utoipa` feature, describes itself in an OpenAPI document (as `KeyStatus`).
 
 use once_core::IdempotencyKey;
+use serde::Serialize;
 use sqlx::PgPool;
 
-/// A key's state as a client may see it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// What the table holds for one of the scope's keys.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "utoipa", derive(utoipa::ToSchema), schema(as = KeyStatus))]
 #[non_exhaustive]
 pub struct KeyState {
-    /// `processing`, `completed` or `failed`.
+    /// The key, as the client sent it (unquoted).
+    pub key: String,
+    /// `processing` (running, or abandoned until its lease ends), `completed` (its answer
+    /// is stored: repeat the request to get it) or `failed` (retry it with the same key).
+    #[cfg_attr(feature = "utoipa", schema(example = "completed"))]
     pub state: String,
     /// The stored answer's status, once completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub response_status: Option<i16>,
-    /// The stored answer's `location` header, if it had one.
+    /// The stored answer's Location, if it had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub location: Option<String>,
 }
 
@@ -31,6 +41,7 @@ pub async fn key_state(
     .await?;
     Ok(
         row.map(|(state, response_status, response_headers)| KeyState {
+            key: key.to_string(),
             state,
             response_status,
             location: response_headers.and_then(|h| h["location"].as_str().map(str::to_owned)),

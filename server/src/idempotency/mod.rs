@@ -22,7 +22,7 @@ use axum::{
     http::request::Parts,
 };
 use once_axum::{faults::ReadOnlyWork, Counted, Executor, Hooks, Repeat};
-use once_core::{IdempotentRequest, StoredResponse};
+use once_core::{IdempotentRequest, KeyedOperation, StoredResponse};
 use once_pg::Existing;
 use sqlx::{PgConnection, PgPool};
 
@@ -148,10 +148,10 @@ impl Hooks for ShopHooks {
         journal::request(tx, req, stored).await
     }
 
-    async fn on_repeat(&self, req: &IdempotentRequest, repeat: Repeat<'_>) {
+    async fn on_repeat(&self, at: KeyedOperation<'_>, repeat: Repeat<'_>) {
         if self.asking_for_itself && matches!(repeat, Repeat::InProgress) {
             return;
         }
-        self.repeats.note(req, repeat);
+        self.repeats.note(at, repeat);
     }
 }

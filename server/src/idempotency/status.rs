@@ -6,7 +6,7 @@ use axum::{
     extract::{Path, State},
     Json,
 };
-use serde::Serialize;
+use once_axum::status::KeyState;
 use sqlx::PgPool;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -14,22 +14,6 @@ use crate::{error::ApiError, session::Shopper, state::AppState};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(show))
-}
-
-/// What the table holds for one of the session's keys.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct KeyStatus {
-    pub key: String,
-    /// `processing` (running, or abandoned until its lease ends), `completed` (its answer
-    /// is stored: repeat the request to get it) or `failed` (retry it with the same key).
-    #[schema(example = "completed")]
-    pub state: String,
-    /// The stored answer's status, once completed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub response_status: Option<i16>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    /// The stored answer's Location, if it had one.
-    pub location: Option<String>,
 }
 
 /// The state of a request made with this key, for polling after a 409
@@ -40,7 +24,7 @@ pub struct KeyStatus {
     tag = "idempotency",
     params(("key" = String, Path, description = "An Idempotency-Key this session sent.",
         max_length = 512, pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#)),
-    responses((status = 200, description = "The key's state.", body = KeyStatus,
+    responses((status = 200, description = "The key's state.", body = KeyState,
         example = json!({"key": "8d0f6c1e-6f2a-4a8e-9d59-2f1f6b0f5b11", "state": "completed", "response_status": 201, "location": "/api/orders/5b1e2f0a-3c4d-4e5f-8a9b-0c1d2e3f4a5b"}))),
     security((), ("session" = [])),
     extensions(("x-problems" = json!(["idempotency-key-malformed", "not-found"]))),
@@ -49,12 +33,6 @@ async fn show(
     State(db): State<PgPool>,
     shopper: Shopper,
     Path(raw): Path<String>,
-) -> Result<Json<KeyStatus>, ApiError> {
-    let status = once_axum::status::key_status(&db, &shopper.id, &raw).await?;
-    Ok(Json(KeyStatus {
-        key: status.key,
-        state: status.state,
-        response_status: status.response_status,
-        location: status.location,
-    }))
+) -> Result<Json<KeyState>, ApiError> {
+    Ok(Json(once_axum::status::key_status(&db, &shopper.id, &raw).await?))
 }

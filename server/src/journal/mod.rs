@@ -64,13 +64,13 @@ pub async fn acting_as(tx: &mut PgConnection, actor: Actor) -> Result<(), sqlx::
 
 /// The order a request is about: named in its operation (`POST /api/orders/{id}/payments`),
 /// or in the `Location` of the answer that made it (`/api/orders/{id}`).
-pub fn order_of(req: &IdempotentRequest, answer: Option<&StoredResponse>) -> Option<Uuid> {
+pub fn order_of(operation: &str, answer: Option<&StoredResponse>) -> Option<Uuid> {
     let from_path = |path: &str| {
         path.strip_prefix("/api/orders/")
             .and_then(|rest| rest.split('/').next())
             .and_then(|id| Uuid::parse_str(id).ok())
     };
-    req.operation
+    operation
         .split_once(' ')
         .and_then(|(_, path)| from_path(path))
         .or_else(|| {
@@ -81,10 +81,10 @@ pub fn order_of(req: &IdempotentRequest, answer: Option<&StoredResponse>) -> Opt
 }
 
 /// The operation without the order's id, as an operator reads it.
-fn operation_words(req: &IdempotentRequest) -> String {
-    match order_of(req, None) {
-        Some(id) => req.operation.replace(&id.to_string(), "{id}"),
-        None => req.operation.clone(),
+fn operation_words(operation: &str) -> String {
+    match order_of(operation, None) {
+        Some(id) => operation.replace(&id.to_string(), "{id}"),
+        None => operation.to_owned(),
     }
 }
 
@@ -109,12 +109,12 @@ pub async fn request(
     req: &IdempotentRequest,
     answer: &StoredResponse,
 ) -> Result<(), sqlx::Error> {
-    let Some(order_id) = order_of(req, Some(answer)) else {
+    let Some(order_id) = order_of(&req.operation, Some(answer)) else {
         return Ok(());
     };
     let summary = format!(
         "{} answered {}: executed",
-        operation_words(req),
+        operation_words(&req.operation),
         answer_words(answer)
     );
     // Only if the order is the session's: a request that names someone else's order (a

@@ -22,7 +22,7 @@ use std::{
 
 use chrono::{DateTime, DurationRound, Utc};
 use once_axum::Repeat;
-use once_core::IdempotentRequest;
+use once_core::KeyedOperation;
 use sqlx::PgPool;
 use tokio::{sync::mpsc, task::JoinHandle};
 use uuid::Uuid;
@@ -82,7 +82,7 @@ impl RepeatLog {
     }
 
     /// Notes a repeat answered from the key table; never waits.
-    pub fn note(&self, req: &IdempotentRequest, repeat: Repeat<'_>) {
+    pub fn note(&self, at: KeyedOperation<'_>, repeat: Repeat<'_>) {
         let (kind, answer, stored) = match repeat {
             Repeat::Replay(stored) => (
                 "replay",
@@ -93,18 +93,18 @@ impl RepeatLog {
             Repeat::KeyReused => ("key_reused", "422 idempotency-key-reused".to_owned(), None),
             _ => return,
         };
-        let order_id = order_of(req, stored);
+        let order_id = order_of(at.operation, stored);
         // A repeat about no order is no story's, save a 409 while an order is being made
         // (found through its key once the order exists).
         if order_id.is_none() && !matches!(repeat, Repeat::InProgress) {
             return;
         }
         let note = Note {
-            scope: req.scope.clone(),
-            key: req.key.as_str().to_owned(),
+            scope: at.scope.to_owned(),
+            key: at.key.as_str().to_owned(),
             order_id,
             kind,
-            summary: format!("{} answered {answer}", operation_words(req)),
+            summary: format!("{} answered {answer}", operation_words(at.operation)),
             at: Utc::now(),
         };
         if self.notes.try_send(note).is_err() {

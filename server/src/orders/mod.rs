@@ -152,24 +152,24 @@ fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
 
 /// What the shopper reads when the shop refuses an order: the product by name, and what
 /// to do about it.
-fn refused(refusal: store::Refusal) -> ApiError {
+fn refused(refusal: store::OrderRefused) -> ApiError {
     match refusal {
-        store::Refusal::UnknownSku(sku) => {
+        store::OrderRefused::UnknownSku(sku) => {
             ApiError::unprocessable("unknown-sku", format!("there is no product {sku}"))
         }
-        store::Refusal::OutOfStock { name, stock } if stock <= 0 => ApiError::unprocessable(
+        store::OrderRefused::OutOfStock { name, stock } if stock <= 0 => ApiError::unprocessable(
             "out-of-stock",
             format!("{name} is sold out. Remove it from your cart to order the rest."),
         ),
-        store::Refusal::OutOfStock { name, stock } => ApiError::unprocessable(
+        store::OrderRefused::OutOfStock { name, stock } => ApiError::unprocessable(
             "out-of-stock",
             format!("Only {stock} of {name} are in stock. Lower the quantity in your cart, then order again."),
         ),
-        store::Refusal::MixedCurrencies => ApiError::unprocessable(
+        store::OrderRefused::MixedCurrencies => ApiError::unprocessable(
             "mixed-currencies",
             "all items of an order must share one currency",
         ),
-        store::Refusal::CartChanged => ApiError::CartChanged,
+        store::OrderRefused::CartChanged => ApiError::CartChanged,
     }
 }
 

@@ -35,7 +35,7 @@ pub enum Door {
 /// Why the shop refuses an order. Each is definitive for its request: stored with the key
 /// and replayed, like an order.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub enum OrderRefused {
     UnknownSku(String),
     /// A line asks for more than the shop has (`stock` may be 0: sold out).
     OutOfStock {
@@ -50,7 +50,7 @@ pub enum Refusal {
 /// What one attempt at an order came to, inside its transaction.
 pub enum Outcome {
     Created(Order),
-    Refused(Refusal),
+    Refused(OrderRefused),
     /// The session has as many orders waiting for payment as it may: nothing was written,
     /// and the same request may succeed once one of them is paid.
     OverQuota,
@@ -109,7 +109,7 @@ pub async fn create_in_new_tx(
     if door == Door::Checkout
         && cart::lock_key(&mut tx, &session_id).await?.as_deref() != Some(key.as_str())
     {
-        return Ok((tx, Outcome::Refused(Refusal::CartChanged)));
+        return Ok((tx, Outcome::Refused(OrderRefused::CartChanged)));
     }
     let max = quota.per_session;
     if max > 0 && pending_orders(&mut tx, &session_id, max).await? >= i64::from(max) {
@@ -186,7 +186,7 @@ async fn create(
     session_id: &str,
     client: Option<&str>,
     new: &NewOrder,
-) -> Result<Result<Order, Refusal>, sqlx::Error> {
+) -> Result<Result<Order, OrderRefused>, sqlx::Error> {
     let skus = new.skus();
     let products = sqlx::query_as!(
         PricedProduct,
@@ -200,7 +200,7 @@ async fn create(
         Err(refusal) => return Ok(Err(refusal)),
     };
     let Some(currency) = single_currency(&products) else {
-        return Ok(Err(Refusal::MixedCurrencies));
+        return Ok(Err(OrderRefused::MixedCurrencies));
     };
     let total: i64 = items
         .iter()
@@ -243,16 +243,16 @@ async fn create(
 }
 
 /// The order's lines at the catalog's prices, or the first line the shop cannot serve.
-fn priced_items(new: &NewOrder, products: &[PricedProduct]) -> Result<Vec<OrderItem>, Refusal> {
+fn priced_items(new: &NewOrder, products: &[PricedProduct]) -> Result<Vec<OrderItem>, OrderRefused> {
     new.lines
         .iter()
         .map(|line| {
             let product = products
                 .iter()
                 .find(|p| p.sku == line.sku)
-                .ok_or_else(|| Refusal::UnknownSku(line.sku.clone()))?;
+                .ok_or_else(|| OrderRefused::UnknownSku(line.sku.clone()))?;
             if product.stock < line.quantity {
-                return Err(Refusal::OutOfStock {
+                return Err(OrderRefused::OutOfStock {
                     name: product.name.clone(),
                     stock: product.stock,
                 });

@@ -1,5 +1,5 @@
 //! The shop passes the protocol's conformance suite (`once_axum::conformance`), the same
-//! one the transfers example runs: `POST /api/orders`, scoped by the session, with the
+//! one the bookings example runs: `POST /api/orders`, scoped by the session, with the
 //! shop's own test-time faults (`Once-Test-Hold`, `Once-Test-Fail`). And the key table the
 //! shop's migrations built is the one `once_pg`'s migration builds.
 

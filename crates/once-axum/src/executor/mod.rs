@@ -10,7 +10,7 @@
 //! Definitive outcomes (2xx, and any 4xx the work decided) are stored and replayed;
 //! transient ones (5xx, 408, 429, or an error that says so through
 //! [`ProtocolError::is_stored`]) mark the key `failed` so the same key can run again, and
-//! are answered with `Retry-After`. [`crate::overlap`] runs steps 1 and 2 side by side, for
+//! are answered with `Retry-After`. [`overlap`] runs steps 1 and 2 side by side, for
 //! work whose only effects are its transaction's writes.
 //!
 //! ```no_run
@@ -45,10 +45,12 @@ use axum::{
     http::{header, HeaderValue},
     response::{IntoResponse, Response},
 };
-use once_core::{is_stored, IdempotentRequest, StoredResponse};
-use once_pg::{store, Claimed, Existing};
+use once_core::{is_stored, IdempotencyKey, IdempotentRequest, KeyedOperation, StoredResponse};
+use once_pg::{store, Claimed, Existing, Held};
 use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
+
+pub mod overlap;
 
 use crate::{
     faults::Faults,
@@ -325,17 +327,17 @@ impl<H: Hooks> Executor<H> {
         match existing {
             Existing::Completed(stored) => {
                 self.hooks.count(Counted::Replay);
-                self.hooks.on_repeat(req, Repeat::Replay(&stored)).await;
+                self.hooks.on_repeat(req.keyed_operation(), Repeat::Replay(&stored)).await;
                 Some(Ok(stored))
             }
             Existing::InProgress => {
                 self.hooks.count(Counted::InProgress);
-                self.hooks.on_repeat(req, Repeat::InProgress).await;
+                self.hooks.on_repeat(req.keyed_operation(), Repeat::InProgress).await;
                 Some(Err(refused::<H::Error>(Refusal::InProgress)))
             }
             Existing::DifferentRequest => {
                 self.hooks.count(Counted::KeyReused);
-                self.hooks.on_repeat(req, Repeat::KeyReused).await;
+                self.hooks.on_repeat(req.keyed_operation(), Repeat::KeyReused).await;
                 Some(Err(refused::<H::Error>(Refusal::KeyReused)))
             }
             // Reclaimable, unused, or a state this version does not know: the claim decides.
@@ -378,6 +380,31 @@ impl<H: Hooks> Executor<H> {
                 self.give_up(req, lease, Refusal::Store(e).into()).await
             }
         }
+    }
+
+    /// For a caller that names a key without its request's body (a form whose cart has moved
+    /// on): what `operation` holds under `key` in `scope`, answered as a repeat of it would
+    /// be (the stored answer replayed, 409 while it runs, 422 when the key was used for
+    /// another operation) and told to the hooks as a repeat. `None`: nothing to answer with
+    /// (unused, failed or abandoned).
+    pub async fn held_answer(
+        &self,
+        scope: &str,
+        key: &IdempotencyKey,
+        operation: &str,
+    ) -> Result<Option<Response>, H::Error> {
+        let held = store::held(&self.db, scope, key, operation)
+            .await
+            .map_err(Refusal::Store)?;
+        let at = KeyedOperation::new(scope, key, operation);
+        let (repeat, answer) = match &held {
+            Held::Completed(stored) => (Repeat::Replay(stored), respond(stored.clone(), true)),
+            Held::Running => (Repeat::InProgress, refused::<H::Error>(Refusal::InProgress)),
+            Held::OtherOperation => (Repeat::KeyReused, refused::<H::Error>(Refusal::KeyReused)),
+            _ => return Ok(None),
+        };
+        self.hooks.on_repeat(at, repeat).await;
+        Ok(Some(answer))
     }
 
     /// After losing the lease: answer with whatever the key holds now.

@@ -11,10 +11,8 @@ use once_pg::store;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use crate::{
-    executor::{in_own_task, Executor, Worked},
-    hooks::{Hooks, Refusal},
-};
+use super::{in_own_task, Executor, Worked};
+use crate::hooks::{Hooks, Refusal};
 
 impl<H: Hooks> Executor<H> {
     /// Like [`Executor::execute`], for work whose only effects are the writes of the
