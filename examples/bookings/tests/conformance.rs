@@ -4,14 +4,13 @@
 
 use std::{collections::HashMap, sync::Mutex, time::Duration};
 
-use bookings::{router, App};
 use once_axum::conformance::{run_all, Call, Fault, Gates, Subject};
-use once_axum::{Executor, FingerprintKeys};
 use serde_json::{json, Value};
-use sqlx::{Connection, PgPool};
+use sqlx::PgPool;
 use uuid::Uuid;
 
-const LEASE: Duration = Duration::from_secs(2);
+mod common;
+use common::{start, LEASE};
 
 struct Bookings {
     base: String,
@@ -121,45 +120,11 @@ impl Subject for Bookings {
     }
 }
 
-/// A fresh database, dropped when the test ends.
-struct TestDb {
-    admin: String,
-    name: String,
-}
-
-impl TestDb {
-    async fn new() -> (Self, PgPool) {
-        let admin =
-            std::env::var("TEST_DATABASE_ADMIN_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
-        let name = format!("once_test_bookings_{}", Uuid::new_v4().simple());
-        let mut conn = sqlx::PgConnection::connect(&format!("{admin}/postgres")).await.expect("admin connection");
-        sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.expect("create database");
-        let db = PgPool::connect(&format!("{admin}/{name}")).await.expect("test database");
-        sqlx::raw_sql(once_pg::MIGRATION).execute(&db).await.expect("the key table, without sqlx's migrator");
-        sqlx::raw_sql(include_str!("../schema.sql")).execute(&db).await.expect("the bookings table");
-        (Self { admin, name }, db)
-    }
-
-    async fn drop_it(self, db: PgPool) {
-        db.close().await;
-        let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", self.admin)).await.expect("admin");
-        let drop = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        sqlx::query(&drop).execute(&mut conn).await.expect("drop the test database");
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bookings_pass_the_conformance_suite_for_both_operations() {
-    let (test_db, db) = TestDb::new().await;
     let gates = Gates::default();
-    let app = App {
-        executor: Executor::new(db.clone(), LEASE).with_faults(gates.clone()),
-        fingerprints: FingerprintKeys::new(&["test secret".to_owned()]).unwrap(),
-        db: db.clone(),
-    };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, router(app)).await });
-    run_all(&Bookings { base, db: db.clone(), gates, http: reqwest::Client::new() }).await;
-    test_db.drop_it(db).await;
+    let (test_db, base) = start(|executor| executor.with_faults(gates.clone())).await;
+    let db = test_db.pool.clone();
+    run_all(&Bookings { base, db, gates, http: reqwest::Client::new() }).await;
+    test_db.drop_it().await;
 }

@@ -482,3 +482,48 @@ pub(crate) async fn in_own_task<E: ProtocolError>(
         ))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use axum::http::StatusCode;
+
+    use super::*;
+    use crate::Problem;
+
+    /// An application's error that says nothing of when to come back.
+    struct Bare(StatusCode);
+
+    impl IntoResponse for Bare {
+        fn into_response(self) -> Response {
+            self.0.into_response()
+        }
+    }
+
+    impl From<Refusal> for Bare {
+        fn from(refusal: Refusal) -> Self {
+            Self(refusal.status())
+        }
+    }
+
+    impl ProtocolError for Bare {
+        fn status(&self) -> StatusCode {
+            self.0
+        }
+    }
+
+    fn retry_after(response: &Response) -> Option<&str> {
+        response.headers().get(header::RETRY_AFTER)?.to_str().ok()
+    }
+
+    #[test]
+    fn a_refusal_that_leaves_the_key_open_says_retry_after_whatever_the_app_renders() {
+        for open in [Refusal::InProgress, Refusal::Store(sqlx::Error::PoolTimedOut)] {
+            assert_eq!(retry_after(&refused::<Bare>(open)), Some("1"));
+        }
+        let quota = refused::<Problem>(Refusal::KeyQuota { retry_after_secs: 300 });
+        assert_eq!(retry_after(&quota), Some("300"), "its own wait is kept");
+        for settled in [Refusal::KeyReused, Refusal::KeyMissing, Refusal::KeyUnknown] {
+            assert_eq!(retry_after(&refused::<Bare>(settled)), None);
+        }
+    }
+}
