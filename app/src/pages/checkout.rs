@@ -119,6 +119,8 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
             // The order's own transaction emptied the cart on the server.
             Origin::ThisPage => reload_to(&format!("/orders/{}", order.id)),
             Origin::Earlier => notice.set(Some(Notice::placed(&order))),
+            // `Origin` is non-exhaustive: an intent not this page's own is shown, never acted on.
+            _ => notice.set(Some(Notice::placed(&order))),
         },
         move |problem: Problem, origin| match origin {
             // The refusal ended the intent on the server, which gave the cart a new key:
@@ -129,6 +131,8 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
                 query::encode(messages::for_order_problem(&problem.name))
             )),
             Origin::Earlier => notice.set(Some(Notice::not_placed(&problem))),
+            // `Origin` is non-exhaustive: an intent not this page's own is shown, never acted on.
+            _ => notice.set(Some(Notice::not_placed(&problem))),
         },
     );
     let empty = cart.lines.is_empty();

@@ -1,7 +1,7 @@
-//! `use_submit_once`: the browser's half of the idempotency protocol (docs/design.md, "The
-//! browser"). A reusable piece: a page gives it a slot name, the key the server rendered,
-//! who owns that key, and what to do on success and on a refusal; the rules live in
-//! [`policy`] and can be replaced per page.
+//! [`use_submit_once`]: the browser's half of the idempotency protocol. A reusable piece: a
+//! page gives it a slot name, the key the server rendered, who owns that key ([`Options`]),
+//! and what to do on success and on a refusal; the rules live in [`policy`] and can be
+//! replaced per page ([`RetryPolicy`]), and so can the texts it shows ([`Messages`]).
 //!
 //! One *intent* ("place this order", "pay this order") owns one Idempotency-Key until it
 //! ends, and the hook guarantees:
@@ -21,6 +21,14 @@
 //! * **the key ends only with the intent**: on success or a definitive refusal (see
 //!   [`policy::ends_key`]); when the hook gives up, the key is kept so the next click is
 //!   the same intent, never a second one.
+//!
+//! The browser build enables the feature `hydrate`, which gives the hook its HTTP calls,
+//! timers, `sessionStorage` and random keys. Without it (the server's build, for server-side
+//! rendering) the hook only renders: [`SubmitOnce::submit`] sends nothing, [`new_key`] is
+//! empty, [`pause`] returns at once and [`reload_to`] does nothing.
+//!
+#![doc = include_str!("../README.md")]
+#![warn(missing_docs)]
 
 mod browser;
 mod options;
@@ -47,6 +55,8 @@ pub struct SubmitOnce {
     pub key: RwSignal<String>,
     /// A submit is in flight: the button is disabled.
     pub busy: RwSignal<bool>,
+    /// What the hook says to the shopper (progress, or a problem); `None` when it has
+    /// nothing to say.
     pub status: RwSignal<Option<Status>>,
     shared: StoredValue<Arc<Shared>>,
 }

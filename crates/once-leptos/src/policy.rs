@@ -1,6 +1,6 @@
 //! The submit-once hook's rules, as plain functions: which answers end an intent, which are
-//! retried under the same key and after how long. No browser in here, so they are unit
-//! tested natively (`cargo test -p app`), and a page can pass its own [`RetryPolicy`].
+//! retried under the same key and after how long. No browser in here, so they run and are
+//! tested natively, and a page can pass its own [`RetryPolicy`].
 
 /// How patiently an intent is delivered.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -51,15 +51,22 @@ pub struct Answer<'a> {
 
 /// What to do next with an intent.
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Next {
     /// A 2xx: the intent succeeded (first execution or replay); its key ends.
     Done,
     /// A definitive refusal: shown; the key ends, the next click is a new intent.
     Refused,
     /// Not an answer about this request: send it again under the same key after `wait_ms`.
-    Retry { wait_ms: u32 },
+    Retry {
+        /// How long to wait before sending it again, in milliseconds.
+        wait_ms: u32,
+    },
     /// The first submit of this key is still running: ask again after `wait_ms`.
-    AwaitFirst { wait_ms: u32 },
+    AwaitFirst {
+        /// How long to wait before asking again, in milliseconds.
+        wait_ms: u32,
+    },
     /// Out of patience or a server error: shown; the key stays, so the next click is the
     /// same intent (and cannot be a second order).
     GiveUp,

@@ -17,6 +17,7 @@ pub const DUPLICATE_SKIPPED: &str = "a duplicate delivery is skipped";
 
 /// Where the consumer's `INSERT INTO consumed_events` commits relative to the effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Dedup {
     /// The real consumer: the dedup insert and the effect are one transaction.
     InEffectTx,
@@ -30,9 +31,14 @@ pub enum Dedup {
 /// spontaneous bus redeliveries (ack-wait expiring under a slow consumer) in total.
 #[derive(Clone, Debug)]
 pub struct EventChain {
+    /// How many outbox rows (events) there are, all committed and unpublished at the start.
     pub events: usize,
+    /// How many crashes, of the relay or of a consumer's handler, may happen in all.
     pub crashes: u8,
+    /// How many spontaneous redeliveries the bus may make in all.
     pub redeliveries: u8,
+    /// Where the dedup row commits: [`Dedup::InEffectTx`] as implemented, or a broken
+    /// variant.
     pub dedup: Dedup,
 }
 
@@ -56,6 +62,7 @@ impl EventChain {
 /// How far one delivery's handler has got. Crashing at any stage drops the handler and the
 /// bus redelivers the message; only what was committed stays.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Stage {
     /// Delivered, nothing committed.
     Received,
@@ -65,12 +72,17 @@ pub enum Stage {
     Committed,
 }
 
+/// One delivery in progress (unacked): which event, and how far its handler has got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Handler {
+    /// The event's index.
     pub event: usize,
+    /// How far the handler has got.
     pub stage: Stage,
 }
 
+/// A state of the model: the outbox, the relay, the bus, the consumer's handlers and what
+/// each has committed. Per-event vectors are indexed by the event's index.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ChainState {
     /// The outbox row is marked published.
@@ -86,8 +98,11 @@ pub struct ChainState {
     pub consumed: Vec<bool>,
     /// Committed applications of each event's effect.
     pub applied: Vec<u8>,
+    /// Crashes (relay or consumer) still allowed.
     pub crashes_left: u8,
+    /// Spontaneous redeliveries still allowed.
     pub redeliveries_left: u8,
+    /// A delivery found its dedup row and skipped the effect (the dedup did its job once).
     pub skipped: bool,
 }
 
@@ -119,7 +134,9 @@ impl ChainState {
     }
 }
 
+/// One step of the relay, the bus or a handler. The `usize` is the event's index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum ChainAction {
     /// The relay publishes an unmarked outbox row.
     Publish(usize),

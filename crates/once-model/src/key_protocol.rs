@@ -17,6 +17,7 @@ pub const STALE_REFUSED: &str = "a stale holder's completion is refused";
 
 /// The `WHERE` clause of the completing `UPDATE`, i.e. how completion is fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum CompletionGuard {
     /// The real statement: `WHERE lease_token = $mine AND state = 'processing'`.
     Fenced,
@@ -30,8 +31,12 @@ pub enum CompletionGuard {
 /// claims (the bound that keeps the state space finite).
 #[derive(Clone, Debug)]
 pub struct KeyProtocol {
+    /// How many clients send the request, each under the same key.
     pub clients: usize,
+    /// How many claims each client makes at most (its first try and its retries).
     pub attempts: u8,
+    /// How completion is fenced: [`CompletionGuard::Fenced`] as implemented, or a broken
+    /// variant.
     pub guard: CompletionGuard,
 }
 
@@ -62,15 +67,21 @@ impl KeyProtocol {
 
 /// The key row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Row {
+    /// No row yet: the next claim inserts it.
     Absent,
-    /// `lease_valid` is `locked_until > now()`; the statements that check the token do not
-    /// look at it, only a takeover does.
+    /// A request holds the key. The statements that check the token do not look at
+    /// `lease_valid`, only a takeover does.
     Processing {
+        /// The holder's lease token (`lease_token`).
         token: u8,
+        /// `locked_until > now()`: the lease has not expired.
         lease_valid: bool,
     },
+    /// The request completed: its effect committed, with the stored answer.
     Completed,
+    /// The request failed; the effect rolled back, and the next claim takes the row over.
     Failed,
 }
 
@@ -92,6 +103,7 @@ impl Row {
 
 /// Where one client (with the server process handling its current attempt) stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Phase {
     /// Between attempts, or given up once its attempts are spent.
     Idle,
@@ -103,17 +115,23 @@ pub enum Phase {
     Done,
 }
 
+/// One client and the server process handling its current attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Client {
+    /// Where it stands.
     pub phase: Phase,
+    /// Claims made so far (bounded by [`KeyProtocol::attempts`]).
     pub attempts: u8,
 }
 
+/// A state of the model: the row, the clients, and what has been committed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct KeyState {
+    /// The key row.
     pub row: Row,
     /// Tokens handed out so far; the next claim gets `tokens + 1` (fresh, never reused).
     pub tokens: u8,
+    /// Every client, in order: an action's index names one.
     pub clients: Vec<Client>,
     /// Committed business effects: the quantity the whole protocol exists to keep at one.
     pub effects: u8,
@@ -124,8 +142,10 @@ pub struct KeyState {
 }
 
 /// One statement, named by its outcome where one statement has several (claim) so that a
-/// counterexample reads as a story.
+/// counterexample reads as a story. The `usize` is the client's index in
+/// [`KeyState::clients`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum KeyAction {
     /// The `INSERT ... ON CONFLICT DO NOTHING` inserted: a fresh lease.
     Claim(usize),
@@ -137,9 +157,12 @@ pub enum KeyAction {
     Replay(usize),
     /// The holder writes its effect in its still-open business transaction.
     Work(usize),
-    /// The completing `UPDATE` then commit (1 row) or rollback (0 rows).
+    /// The completing `UPDATE` then commit (1 row) or rollback (0 rows): the work's answer
+    /// is definitive (`once_core::is_stored`: a 2xx, or any 4xx the work decided, a 409
+    /// such as "room taken" included), stored with the key.
     Complete(usize),
-    /// The fenced `UPDATE ... SET state = 'failed'`; the effect rolls back.
+    /// The fenced `UPDATE ... SET state = 'failed'`; the effect rolls back: the answer was
+    /// transient (a 5xx, 408 or 429, or a 4xx the work marks as "not now").
     Fail(usize),
     /// The heartbeat `UPDATE ... SET locked_until` (only emitted when it revives a lease).
     Renew(usize),
