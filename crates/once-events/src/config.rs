@@ -1,15 +1,17 @@
-//! What the chain needs to reach its bus. The app fills it from its own configuration (the
-//! shop reads environment variables into its `config::Events`).
+//! What the chain needs to reach its bus. The app fills it from its own configuration
+//! (environment variables, a file).
 
 use std::time::Duration;
 
+/// Which bus carries the events, and how it is set up.
 #[derive(Clone, Debug)]
 pub struct BusConfig {
     /// NATS JetStream carries events when set; otherwise the PostgreSQL bus does. Several
     /// servers of one cluster are given comma-separated; the client moves between them.
     pub nats_url: Option<String>,
-    /// The JetStream stream, and the subject prefix its events are published under.
+    /// The JetStream stream that holds the events.
     pub nats_stream: String,
+    /// The subject prefix the events are published under: `<prefix>.<event type>`.
     pub nats_subject_prefix: String,
     /// How often a PostgreSQL subscription looks for messages when no notification woke it.
     pub poll_every: Duration,

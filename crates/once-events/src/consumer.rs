@@ -5,7 +5,7 @@
 //! least once.
 //!
 //! A batch is applied in one transaction and acked at once, which is what lets a consumer
-//! keep up with a busy shop. If that transaction fails, nothing of it stays, and its events
+//! keep up with a busy application. If that transaction fails, nothing of it stays, and its events
 //! are applied again one transaction each, so one bad event is retried or dead-lettered on
 //! its own and never holds back its neighbours. What to do when an event fails: retry with
 //! exponential backoff and full jitter, and after the last try, a dead letter with the last
@@ -47,8 +47,12 @@ struct Processed {
 /// Tries and backoff between them.
 #[derive(Clone, Copy, Debug)]
 pub struct RetryPolicy {
+    /// How many times an event is tried before it becomes a dead letter (an outage of the
+    /// database does not count: it is waited out).
     pub max_attempts: u32,
+    /// The backoff's ceiling after the first failed try; it doubles with each try after.
     pub base: Duration,
+    /// The longest backoff.
     pub cap: Duration,
 }
 
@@ -64,11 +68,19 @@ impl RetryPolicy {
     }
 }
 
+/// A running consumer: a handler on a subscription. Build it with the subscription of
+/// [`Consumer::spec`], then [`run`](Consumer::run) it (or step it with
+/// [`try_execute_task`](Consumer::try_execute_task)).
 pub struct Consumer {
+    /// The database the handler's transactions (and the dead letters) are written in.
     pub db: PgPool,
+    /// Where its deliveries come from.
     pub subscription: Box<dyn Subscription>,
+    /// What it runs for each event.
     pub handler: Arc<dyn Handler>,
+    /// Its tries and the backoff between them.
     pub policy: RetryPolicy,
+    /// Where it counts what happens (`()` for nowhere).
     pub metrics: Arc<dyn Counters>,
     /// Deliveries fetched and applied at once ([`BATCH`] unless the app says otherwise).
     pub batch: usize,

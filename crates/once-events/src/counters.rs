@@ -1,8 +1,9 @@
-//! What the chain counts. The app owns the counters, their names and how they are shown (the
-//! shop renders them on `/metrics`); the chain only says what happened.
+//! What the chain counts. The app owns the counters, their names and how they are shown (on a
+//! Prometheus `/metrics` page, say); the chain only says what happened.
 
 /// One thing that happened in the chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Counter {
     /// The relay published an event the bus did not have.
     Published,
@@ -20,7 +21,9 @@ pub enum Counter {
     BatchSplit,
 }
 
+/// Where the chain reports what happened: the app's metrics.
 pub trait Counters: Send + Sync {
+    /// Counts one `counter` more. Called on the chain's hot path: keep it cheap.
     fn count(&self, counter: Counter);
 }
 

@@ -1,6 +1,6 @@
 //! Telling an outage from a failure: the one rule for which database errors are worth
 //! waiting out. The consumer runtime retries them without end; an app may use the same rule
-//! for its own answers (the shop answers them 503 with `Retry-After`).
+//! for its own answers (an HTTP service may answer them 503 with `Retry-After`).
 
 /// Errors that say "the database is unreachable or busy right now", not "this work is
 /// wrong": lost connections, an exhausted pool, shutdown, serialization failures, a

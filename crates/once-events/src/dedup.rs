@@ -17,7 +17,7 @@ use uuid::Uuid;
 /// rolls back, so the two never both see true.
 ///
 /// The row's `outcome` says `consumed`; a consumer that keeps how each event ended
-/// overwrites it in the same transaction (the shop's fulfillment does).
+/// overwrites it in the same transaction ([`record_outcomes`]).
 pub async fn consume_once(
     tx: &mut PgConnection,
     consumer: &str,
@@ -38,15 +38,15 @@ pub async fn consume_all(
     let mut sorted = event_ids.to_vec();
     sorted.sort();
     sorted.dedup();
-    let inserted = sqlx::query_scalar!(
+    let inserted: Vec<Uuid> = sqlx::query_scalar(
         "INSERT INTO consumed_events (consumer, event_id, outcome)
          SELECT $1, id, 'consumed' FROM unnest($2::uuid[]) WITH ORDINALITY AS u (id, n)
           ORDER BY n
          ON CONFLICT ON CONSTRAINT consumed_events_pkey DO NOTHING
          RETURNING event_id",
-        consumer,
-        &sorted[..],
     )
+    .bind(consumer)
+    .bind(&sorted[..])
     .fetch_all(tx)
     .await?;
     let mut first: HashSet<Uuid> = inserted.into_iter().collect();

@@ -13,6 +13,7 @@ use crate::{db_error, dedup::consume_all, outbox::Event};
 
 /// What became of an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Handled {
     /// Its side effects are committed.
     Done,
@@ -20,7 +21,9 @@ pub enum Handled {
     Duplicate,
 }
 
+/// Why a handler did not apply an event, which decides what happens to it next.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HandlerError {
     /// Trying again cannot help (malformed or unknown event): a dead letter at once.
     #[error("{0}")]
@@ -45,10 +48,13 @@ impl From<sqlx::Error> for HandlerError {
     }
 }
 
+/// A consumer's work: what it does with the events of its subject.
 #[async_trait]
 pub trait Handler: Send + Sync {
-    /// The durable consumer's name and the subject (event type) it reads.
+    /// The durable consumer's name, under which its deliveries, its dedup records and its
+    /// dead letters are kept.
     fn name(&self) -> &'static str;
+    /// The subject (event type) it reads.
     fn subject(&self) -> &'static str;
 
     /// Applies the effects of `events` in `tx`, where each is already recorded as consumed
@@ -72,7 +78,7 @@ pub trait Handler: Send + Sync {
     }
 
     /// Told when the database was unavailable, for an app that reacts to lost connections
-    /// (the shop makes its pool check its other connections).
+    /// (by making its pool check its other connections, say).
     fn on_unavailable(&self, _error: &sqlx::Error) {}
 }
 

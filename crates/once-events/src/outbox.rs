@@ -18,15 +18,15 @@ pub async fn record(
     payload: Value,
 ) -> Result<Uuid, sqlx::Error> {
     let id = Uuid::new_v4();
-    sqlx::query!(
+    sqlx::query(
         "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
          VALUES ($1, $2, $3, $4, $5)",
-        id,
-        aggregate_type,
-        aggregate_id,
-        event_type,
-        payload,
     )
+    .bind(id)
+    .bind(aggregate_type)
+    .bind(aggregate_id)
+    .bind(event_type)
+    .bind(payload)
     .execute(tx)
     .await?;
     Ok(id)
@@ -34,9 +34,13 @@ pub async fn record(
 
 /// An event to record: what [`record`] takes, for [`record_all`].
 pub struct NewEvent<'a> {
+    /// What kind of thing changed (e.g. `order`).
     pub aggregate_type: &'a str,
+    /// Which one.
     pub aggregate_id: Uuid,
+    /// What happened to it (e.g. `order.paid`): the bus subject its consumers read.
     pub event_type: &'a str,
+    /// The event's data, as JSON.
     pub payload: Value,
 }
 
@@ -50,15 +54,15 @@ pub async fn record_all(
     let aggregate_ids: Vec<Uuid> = events.iter().map(|e| e.aggregate_id).collect();
     let event_types: Vec<&str> = events.iter().map(|e| e.event_type).collect();
     let payloads: Vec<Value> = events.iter().map(|e| e.payload.clone()).collect();
-    sqlx::query!(
+    sqlx::query(
         "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
          SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::text[], $5::jsonb[])",
-        &ids[..],
-        &aggregate_types[..] as &[&str],
-        &aggregate_ids[..],
-        &event_types[..] as &[&str],
-        &payloads[..],
     )
+    .bind(&ids[..])
+    .bind(&aggregate_types[..])
+    .bind(&aggregate_ids[..])
+    .bind(&event_types[..])
+    .bind(&payloads[..])
     .execute(tx)
     .await?;
     Ok(ids)
@@ -68,11 +72,17 @@ pub async fn record_all(
 /// id, which every layer below dedups on (bus message id, `consumed_events`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
+    /// The event's id, unique for good: the bus's message id and the consumers' dedup key.
     pub id: Uuid,
+    /// What happened (e.g. `order.paid`): the bus subject.
     pub event_type: String,
+    /// What kind of thing changed (e.g. `order`).
     pub aggregate_type: String,
+    /// Which one.
     pub aggregate_id: Uuid,
+    /// The event's data, as JSON.
     pub payload: Value,
+    /// When it was recorded (its transaction's start).
     pub created_at: chrono::DateTime<chrono::Utc>,
 }
 

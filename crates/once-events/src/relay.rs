@@ -27,10 +27,38 @@ pub const BATCH: i64 = 500;
 /// How often published events older than the retention are deleted.
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
 
+/// An outbox row as the relay claims it, read by column name.
+#[derive(sqlx::FromRow)]
+struct EventRow {
+    id: uuid::Uuid,
+    event_type: String,
+    aggregate_type: String,
+    aggregate_id: uuid::Uuid,
+    payload: serde_json::Value,
+    created_at: chrono::DateTime<chrono::Utc>,
+}
+
+impl EventRow {
+    fn into_event(self) -> Event {
+        Event {
+            id: self.id,
+            event_type: self.event_type,
+            aggregate_type: self.aggregate_type,
+            aggregate_id: self.aggregate_id,
+            payload: self.payload,
+            created_at: self.created_at,
+        }
+    }
+}
+
+/// A relay: publishes the outbox of `db` to `bus`. Any number may run at once.
 #[derive(Clone)]
 pub struct Relay {
+    /// The database whose outbox it publishes.
     pub db: PgPool,
+    /// The bus it publishes to.
     pub bus: Arc<dyn Bus>,
+    /// Where it counts what it publishes (`()` for nowhere).
     pub metrics: Arc<dyn Counters>,
 }
 
@@ -38,21 +66,20 @@ impl Relay {
     /// Publishes one batch; returns how many events it published (0: nothing to do).
     pub async fn try_execute_task(&self) -> anyhow::Result<usize> {
         let mut tx = self.db.begin().await?;
-        // `: _` (the field's type): sqlx's `time` feature, which an app may enable (the shop's
-        // session store does), makes the macros read a timestamptz as `time` unless told otherwise.
-        let events = sqlx::query_as!(
-            Event,
-            r#"SELECT id, event_type, aggregate_type, aggregate_id, payload,
-                      created_at AS "created_at: _"
+        let events: Vec<Event> = sqlx::query_as::<_, EventRow>(
+            "SELECT id, event_type, aggregate_type, aggregate_id, payload, created_at
                FROM outbox_events
               WHERE published_at IS NULL
               ORDER BY created_at
               LIMIT $1
-                FOR UPDATE SKIP LOCKED"#,
-            BATCH
+                FOR UPDATE SKIP LOCKED",
         )
+        .bind(BATCH)
         .fetch_all(&mut *tx)
-        .await?;
+        .await?
+        .into_iter()
+        .map(EventRow::into_event)
+        .collect();
         if events.is_empty() {
             return Ok(0);
         }
@@ -64,12 +91,10 @@ impl Relay {
             });
         }
         let ids: Vec<_> = events.iter().map(|e| e.id).collect();
-        sqlx::query!(
-            "UPDATE outbox_events SET published_at = now() WHERE id = ANY($1)",
-            &ids[..]
-        )
-        .execute(&mut *tx)
-        .await?;
+        sqlx::query("UPDATE outbox_events SET published_at = now() WHERE id = ANY($1)")
+            .bind(&ids[..])
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(events.len())
     }
@@ -107,28 +132,27 @@ const PRUNE_BATCH: i64 = 1000;
 pub async fn prune(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Error> {
     let cutoff =
         chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-    // `cutoff as _`: a chrono time, which the macros (with `time` enabled) cannot check.
     let events = delete_in_batches(|| {
-        sqlx::query!(
+        sqlx::query(
             "DELETE FROM outbox_events WHERE id IN (
                  SELECT id FROM outbox_events WHERE published_at < $1 LIMIT $2)",
-            cutoff as _,
-            PRUNE_BATCH,
         )
+        .bind(cutoff)
+        .bind(PRUNE_BATCH)
         .execute(db)
     })
     .await?;
     delete_in_batches(|| {
-        sqlx::query!(
+        sqlx::query(
             "DELETE FROM bus_messages WHERE id IN (
                  SELECT m.id FROM bus_messages m
                   WHERE m.published_at < $1
                     AND NOT EXISTS (SELECT 1 FROM bus_deliveries d
                                      WHERE d.message_id = m.id AND d.settled_at IS NULL)
                   LIMIT $2)",
-            cutoff as _,
-            PRUNE_BATCH,
         )
+        .bind(cutoff)
+        .bind(PRUNE_BATCH)
         .execute(db)
     })
     .await?;

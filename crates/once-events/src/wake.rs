@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sqlx::{postgres::PgListener, PgPool};
 
+/// A worker's wait for work on one notification channel, with polling as the fallback.
 pub struct Wakeup {
     db: PgPool,
     channel: &'static str,
@@ -15,6 +16,7 @@ pub struct Wakeup {
 }
 
 impl Wakeup {
+    /// Listens on `channel` of `db` (connecting on the first wait) and waits at most `poll`.
     pub fn new(db: PgPool, channel: &'static str, poll: Duration) -> Self {
         Self {
             db,

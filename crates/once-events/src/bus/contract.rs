@@ -9,15 +9,21 @@ use async_trait::async_trait;
 /// subject (the event type, e.g. `order.paid`) and its body (the event as JSON).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Message {
+    /// The message id: the event's id, which both buses dedup on.
     pub id: String,
+    /// The subject: the event type (without the JetStream subject prefix).
     pub subject: String,
+    /// The body: the event, as JSON.
     pub body: Vec<u8>,
 }
 
 /// What publishing did: stored a new message, or recognised one already published.
 #[derive(Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Published {
+    /// The bus did not have the message, and stored it.
     New,
+    /// The bus had the message already (same id), and left it alone.
     Duplicate,
 }
 
@@ -43,17 +49,27 @@ pub const MAX_DELIVER: u32 = 10_000;
 /// unanswered before it is delivered again.
 #[derive(Clone, Debug)]
 pub struct ConsumerSpec {
+    /// The durable consumer's name: its deliveries and its dedup records are kept under it.
     pub name: &'static str,
+    /// The one subject (event type) it reads.
     pub subject: &'static str,
+    /// How long a delivery may stay unanswered before it is delivered again.
     pub ack_wait: Duration,
 }
 
+/// Where the relay publishes events and consumers subscribe to them: the PostgreSQL bus
+/// ([`super::postgres::PgBus`]) or NATS JetStream ([`super::nats::NatsBus`]), or a bus of
+/// your own. A bus stores a message once per id, and delivers it at least once to each
+/// durable consumer of its subject.
 #[async_trait]
 pub trait Bus: Send + Sync {
     /// Publishes a batch; returns what publishing did to each message, in order. `Ok` only
     /// once the bus has stored (or recognised) every one of them: a relay marks its events
     /// published on that answer alone.
     async fn publish_all(&self, messages: &[Message]) -> anyhow::Result<Vec<Published>>;
+
+    /// Subscribes the durable consumer `consumer` (creating it if it is new): its
+    /// deliveries, fetched from the returned [`Subscription`].
     async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>>;
 
     /// How many messages wait for `consumer` (not delivered yet, or delivered and not
@@ -72,6 +88,7 @@ pub trait Bus: Send + Sync {
     }
 }
 
+/// A durable consumer's deliveries, as one subscriber fetches them.
 #[async_trait]
 pub trait Subscription: Send + Sync {
     /// Up to `max` deliveries: those ready now, or else the first ones to arrive within `wait`.
@@ -99,7 +116,10 @@ pub trait Acker: Send + Sync {
 
 /// One delivery of a message; `delivered` counts deliveries of it to this consumer, from 1.
 pub struct Delivery {
+    /// The message delivered.
     pub message: Message,
+    /// How many times it has been delivered to this consumer, this time included (from 1).
     pub delivered: u32,
+    /// How this delivery is answered.
     pub acker: Box<dyn Acker>,
 }

@@ -32,6 +32,7 @@ use crate::config::BusConfig;
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 const MSG_ID: &str = "Nats-Msg-Id";
 
+/// The NATS JetStream bus: one stream, one durable pull consumer per consumer.
 pub struct NatsBus {
     js: jetstream::Context,
     stream: String,

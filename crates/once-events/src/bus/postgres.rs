@@ -15,12 +15,15 @@ use super::contract::{
 };
 use crate::wake::Wakeup;
 
+/// The PostgreSQL bus, in the app's own database (the chain's `bus_*` tables).
 pub struct PgBus {
     db: PgPool,
     poll: Duration,
 }
 
 impl PgBus {
+    /// The bus on `db`; a subscription not woken by a notification looks for messages
+    /// every `poll`.
     pub fn new(db: PgPool, poll: Duration) -> Self {
         Self { db, poll }
     }
@@ -37,8 +40,8 @@ impl Bus for PgBus {
             .collect::<Result<Vec<_>, _>>()?;
         let subjects: Vec<&str> = messages.iter().map(|m| m.subject.as_str()).collect();
         let bodies: Vec<&[u8]> = messages.iter().map(|m| m.body.as_slice()).collect();
-        let stored = sqlx::query_scalar!(
-            r#"WITH stored AS (
+        let stored: Vec<Uuid> = sqlx::query_scalar(
+            "WITH stored AS (
                    INSERT INTO bus_messages (id, subject, body)
                    SELECT * FROM unnest($1::uuid[], $2::text[], $3::bytea[])
                    ON CONFLICT ON CONSTRAINT bus_messages_pkey DO NOTHING
@@ -46,11 +49,11 @@ impl Bus for PgBus {
                delivered AS (
                    INSERT INTO bus_deliveries (consumer, message_id)
                    SELECT c.name, s.id FROM stored s JOIN bus_consumers c ON c.subject = s.subject)
-               SELECT id AS "id!" FROM stored"#,
-            &ids[..],
-            &subjects[..] as &[&str],
-            &bodies[..] as &[&[u8]],
+               SELECT id FROM stored",
         )
+        .bind(&ids[..])
+        .bind(&subjects[..])
+        .bind(&bodies[..])
         .fetch_all(&self.db)
         .await?;
         let mut new: HashSet<Uuid> = stored.into_iter().collect();
@@ -66,20 +69,19 @@ impl Bus for PgBus {
     /// see what was published before its first subscribe is declared earlier, in a
     /// migration, as a JetStream consumer would be created before use.
     async fn subscribe(&self, consumer: &ConsumerSpec) -> anyhow::Result<Box<dyn Subscription>> {
-        sqlx::query!(
+        sqlx::query(
             "INSERT INTO bus_consumers (name, subject) VALUES ($1, $2)
              ON CONFLICT ON CONSTRAINT bus_consumers_pkey DO NOTHING",
-            consumer.name,
-            consumer.subject,
         )
+        .bind(consumer.name)
+        .bind(consumer.subject)
         .execute(&self.db)
         .await?;
-        let registered = sqlx::query_scalar!(
-            "SELECT subject FROM bus_consumers WHERE name = $1",
-            consumer.name
-        )
-        .fetch_one(&self.db)
-        .await?;
+        let registered: String =
+            sqlx::query_scalar("SELECT subject FROM bus_consumers WHERE name = $1")
+                .bind(consumer.name)
+                .fetch_one(&self.db)
+                .await?;
         // One name, one subject: a consumer whose name is taken on another subject would
         // otherwise read that subject's messages without a word.
         anyhow::ensure!(
@@ -103,6 +105,7 @@ struct PgSubscription {
     wakeup: Wakeup,
 }
 
+#[derive(sqlx::FromRow)]
 struct Claimed {
     message_id: Uuid,
     subject: String,
@@ -112,10 +115,8 @@ struct Claimed {
 
 impl PgSubscription {
     async fn claim(&self, max: usize) -> anyhow::Result<Vec<Delivery>> {
-        // The ack wait is a `std::time::Duration`, which sqlx encodes as an interval but the
-        // macro's check knows only as `PgInterval`: `as _` binds it as before.
-        let rows = sqlx::query_as!(
-            Claimed,
+        // The ack wait is a `std::time::Duration`, which sqlx encodes as an interval.
+        let rows = sqlx::query_as::<_, Claimed>(
             "UPDATE bus_deliveries d
                 SET deliveries = d.deliveries + 1, visible_at = now() + $3
                FROM bus_messages m
@@ -128,11 +129,11 @@ impl PgSubscription {
                      LIMIT $2
                        FOR UPDATE SKIP LOCKED)
           RETURNING d.message_id, m.subject, m.body, d.deliveries",
-            self.spec.name,
-            (max as i64),
-            self.spec.ack_wait as _,
-            (MAX_DELIVER as i32),
         )
+        .bind(self.spec.name)
+        .bind(max as i64)
+        .bind(self.spec.ack_wait)
+        .bind(MAX_DELIVER as i32)
         .fetch_all(&self.db)
         .await?;
         Ok(rows
@@ -171,12 +172,12 @@ impl Subscription for PgSubscription {
             .iter()
             .map(|d| Uuid::parse_str(&d.message.id))
             .collect::<Result<Vec<_>, _>>()?;
-        sqlx::query!(
+        sqlx::query(
             "UPDATE bus_deliveries SET settled_at = now()
               WHERE consumer = $1 AND message_id = ANY($2) AND settled_at IS NULL",
-            self.spec.name,
-            &ids[..],
         )
+        .bind(self.spec.name)
+        .bind(&ids[..])
         .execute(&self.db)
         .await?;
         Ok(())
@@ -191,11 +192,11 @@ struct PgAcker {
 
 impl PgAcker {
     async fn settle(&self) -> anyhow::Result<()> {
-        sqlx::query!(
+        sqlx::query(
             "UPDATE bus_deliveries SET settled_at = now() WHERE consumer = $1 AND message_id = $2",
-            self.consumer,
-            self.message_id,
         )
+        .bind(self.consumer)
+        .bind(self.message_id)
         .execute(&self.db)
         .await?;
         Ok(())
@@ -209,15 +210,15 @@ impl Acker for PgAcker {
     }
 
     async fn nak(&self, delay: Duration) -> anyhow::Result<()> {
-        // PostgreSQL intervals stop at microseconds; `as _` as in `claim`.
+        // PostgreSQL intervals stop at microseconds.
         let delay = Duration::from_micros(delay.as_micros() as u64);
-        sqlx::query!(
+        sqlx::query(
             "UPDATE bus_deliveries SET visible_at = now() + $3
               WHERE consumer = $1 AND message_id = $2 AND settled_at IS NULL",
-            self.consumer,
-            self.message_id,
-            delay as _,
         )
+        .bind(self.consumer)
+        .bind(self.message_id)
+        .bind(delay)
         .execute(&self.db)
         .await?;
         Ok(())
