@@ -24,9 +24,9 @@
 //! # Using once-events in your app
 //!
 //! Give your database the chain's tables: the crate's migration,
-//! `migrations/0001_event_chain.sql` in the package (plain SQL; an app with its own sqlx
-//! migrations copies it into them, since [`MIGRATOR`]'s version 1 would clash with the app's
-//! own in `_sqlx_migrations`; an app without them runs [`MIGRATOR`]). Write each event with
+//! [`MIGRATION`], plain SQL (an app with its own migrations puts it among them, with any
+//! tool, since [`MIGRATOR`]'s version 1 would clash with the app's own in
+//! `_sqlx_migrations`; an app without them runs [`MIGRATOR`]). Write each event with
 //! [`outbox::record`] in the transaction of the change it announces. Connect a bus with
 //! [`bus::connect`] and run a [`relay::Relay`]. For each consumer, implement [`Handler`]:
 //! apply an event's effects in the transaction you are handed, never committing it; the
@@ -73,3 +73,7 @@ pub use handler::{apply_in_one_tx, apply_one, Handled, Handler, HandlerError};
 /// of its own copies the SQL into them instead: this migrator's version 1 would clash with
 /// the app's in `_sqlx_migrations`.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
+/// The chain's schema as plain SQL (the same file [`MIGRATOR`] applies), for an app to put
+/// among its own migrations, whatever tool runs them. Apply it once, in one transaction.
+pub const MIGRATION: &str = include_str!("../migrations/0001_event_chain.sql");
