@@ -144,7 +144,9 @@ async fn answer_for(
     session_id: &str,
     key: &IdempotencyKey,
 ) -> Result<Response, ApiError> {
-    let held = idem.held_answer(session_id, key, orders::CREATE_ORDER).await?;
+    let held = idem
+        .held_answer(session_id, key, orders::CREATE_ORDER)
+        .await?;
     Ok(held.unwrap_or_else(|| ApiError::CartChanged.into_response()))
 }
 

@@ -86,8 +86,7 @@ pub trait Subject: Sync {
     /// Sends `call` in `scope`.
     fn send(&self, scope: &Self::Scope, call: Call<'_>) -> impl Future<Output = Response> + Send;
     /// Asks the application's key-status route about `key`, as `scope`.
-    fn key_status(&self, scope: &Self::Scope, key: &str)
-        -> impl Future<Output = Response> + Send;
+    fn key_status(&self, scope: &Self::Scope, key: &str) -> impl Future<Output = Response> + Send;
     /// How many times a keyed write took effect in `scope` (rows it made, say).
     fn effects(&self, scope: &Self::Scope) -> impl Future<Output = u64> + Send;
     /// How many requests wait at `gate` now.
@@ -105,7 +104,10 @@ pub trait Subject: Sync {
 
 /// Every check, for every operation, one after another.
 pub async fn run_all<S: Subject>(subject: &S) {
-    assert!(subject.operations() > 0, "a subject has at least one operation");
+    assert!(
+        subject.operations() > 0,
+        "a subject has at least one operation"
+    );
     for op in 0..subject.operations() {
         let s = &On { subject, op };
         missing_or_malformed_key_is_400(s).await;
@@ -136,7 +138,13 @@ impl<S: Subject> On<'_, S> {
         self.subject.body(self.op, n)
     }
 
-    async fn send(&self, scope: &S::Scope, key: Option<&str>, body: &Value, fault: Fault) -> Response {
+    async fn send(
+        &self,
+        scope: &S::Scope,
+        key: Option<&str>,
+        body: &Value,
+        fault: Fault,
+    ) -> Response {
         self.send_to(scope, 1, key, body, fault).await
     }
 
@@ -148,7 +156,13 @@ impl<S: Subject> On<'_, S> {
         body: &Value,
         fault: Fault,
     ) -> Response {
-        let call = Call { op: self.op, target, key, body, fault };
+        let call = Call {
+            op: self.op,
+            target,
+            key,
+            body,
+            fault,
+        };
         self.subject.send(scope, call).await
     }
 
@@ -199,8 +213,14 @@ pub async fn missing_or_malformed_key_is_400<S: Subject>(on: &On<'_, S>) {
     assert_eq!(on.effects(&scope).await, 0, "a refused key did something");
     // The control: the same scope and body with a valid key are accepted, so the 400s
     // above were about the key.
-    let valid = on.send(&scope, Some(&fresh_key()), &body, Fault::None).await;
-    assert!(valid.status().is_success(), "a valid key: {}", valid.status());
+    let valid = on
+        .send(&scope, Some(&fresh_key()), &body, Fault::None)
+        .await;
+    assert!(
+        valid.status().is_success(),
+        "a valid key: {}",
+        valid.status()
+    );
     assert_eq!(on.effects(&scope).await, 1);
 }
 
@@ -210,8 +230,13 @@ pub async fn one_key_in_two_scopes_is_two_requests<S: Subject>(on: &On<'_, S>) {
     let (mine, theirs) = (on.subject.new_scope().await, on.subject.new_scope().await);
     let (key, body) = (fresh_key(), on.body(1));
     for scope in [&mine, &theirs] {
-        let (status, replayed, _) = answer(on.send(scope, Some(&key), &body, Fault::None).await).await;
-        assert!(status.is_success(), "op {}: in its own scope: {status}", on.op);
+        let (status, replayed, _) =
+            answer(on.send(scope, Some(&key), &body, Fault::None).await).await;
+        assert!(
+            status.is_success(),
+            "op {}: in its own scope: {status}",
+            on.op
+        );
         assert_eq!(replayed, None, "a key of another scope was replayed");
         assert_eq!(on.effects(scope).await, 1);
     }
@@ -222,7 +247,12 @@ pub async fn a_repeat_is_replayed<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let (key, body) = (fresh_key(), on.body(1));
     let first = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
-    assert!(first.0.is_success(), "op {}: first answer {}", on.op, first.0);
+    assert!(
+        first.0.is_success(),
+        "op {}: first answer {}",
+        on.op,
+        first.0
+    );
     assert_eq!(first.1, None, "a first execution said it was replayed");
     let again = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
     assert_eq!(again.0, first.0);
@@ -235,9 +265,18 @@ pub async fn a_repeat_is_replayed<S: Subject>(on: &On<'_, S>) {
 /// refused, not answered with the completed request's reply, and does nothing.
 async fn not_a_replay<S: Subject>(on: &On<'_, S>, scope: &S::Scope, sent: Response, what: &str) {
     let (status, replayed, _) = answer(sent).await;
-    assert_eq!(replayed, None, "op {}: {what} was answered with another request's reply", on.op);
+    assert_eq!(
+        replayed, None,
+        "op {}: {what} was answered with another request's reply",
+        on.op
+    );
     assert!(status.is_client_error(), "op {}: {what}: {status}", on.op);
-    assert_eq!(on.effects(scope).await, 1, "op {}: {what} did something", on.op);
+    assert_eq!(
+        on.effects(scope).await,
+        1,
+        "op {}: {what} did something",
+        on.op
+    );
 }
 
 /// The key reused with another body is 422; the first request is still replayed after it.
@@ -245,10 +284,20 @@ pub async fn a_key_reused_with_another_body_is_422<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let key = fresh_key();
     let first = on.send(&scope, Some(&key), &on.body(1), Fault::None).await;
-    assert!(first.status().is_success(), "op {}: first answer {}", on.op, first.status());
+    assert!(
+        first.status().is_success(),
+        "op {}: first answer {}",
+        on.op,
+        first.status()
+    );
     let first = answer(first).await;
     let other = on.send(&scope, Some(&key), &on.body(2), Fault::None).await;
-    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY, "op {}", on.op);
+    assert_eq!(
+        other.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "op {}",
+        on.op
+    );
     assert_eq!(on.effects(&scope).await, 1);
     // The refusal changed nothing: the first request is still replayed.
     let again = answer(on.send(&scope, Some(&key), &on.body(1), Fault::None).await).await;
@@ -298,11 +347,18 @@ pub async fn every_member_of_the_body_is_fingerprinted<S: Subject>(on: &On<'_, S
     let scope = on.subject.new_scope().await;
     let (key, body) = (fresh_key(), on.body(1));
     let first = on.send(&scope, Some(&key), &body, Fault::None).await;
-    assert!(first.status().is_success(), "op {}: first answer {}", on.op, first.status());
+    assert!(
+        first.status().is_success(),
+        "op {}: first answer {}",
+        on.op,
+        first.status()
+    );
     let mut paths = Vec::new();
     leaves(&body, String::new(), &mut paths);
     for path in paths.iter().filter(|p| !p.is_empty()) {
-        let sent = on.send(&scope, Some(&key), &changed(&body, path), Fault::None).await;
+        let sent = on
+            .send(&scope, Some(&key), &changed(&body, path), Fault::None)
+            .await;
         not_a_replay(on, &scope, sent, &format!("the body with {path} changed")).await;
     }
 }
@@ -316,9 +372,19 @@ pub async fn one_key_on_two_resources_is_422<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let (key, body) = (fresh_key(), on.body(1));
     let first = on.send_to(&scope, 1, Some(&key), &body, Fault::None).await;
-    assert!(first.status().is_success(), "op {}: first answer {}", on.op, first.status());
+    assert!(
+        first.status().is_success(),
+        "op {}: first answer {}",
+        on.op,
+        first.status()
+    );
     let other = on.send_to(&scope, 2, Some(&key), &body, Fault::None).await;
-    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY, "op {}: another resource", on.op);
+    assert_eq!(
+        other.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "op {}: another resource",
+        on.op
+    );
     not_a_replay(on, &scope, other, "the key sent to another resource").await;
 }
 
@@ -349,27 +415,70 @@ pub async fn a_repeat_in_flight_is_409_with_retry_after<S: Subject>(on: &On<'_, 
         (status, retry_after, state)
     };
     let (first, (status, retry_after, state)) = tokio::join!(first, repeat);
-    assert_eq!(status, StatusCode::CONFLICT, "op {}: a repeat in flight", on.op);
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "op {}: a repeat in flight",
+        on.op
+    );
     assert!(retry_after.is_some(), "a 409 must say when to retry");
-    assert_eq!(state.map(|s| s["state"].clone()), Some("processing".into()), "status route, in flight");
-    assert!(first.status().is_success(), "the held request: {}", first.status());
+    assert_eq!(
+        state.map(|s| s["state"].clone()),
+        Some("processing".into()),
+        "status route, in flight"
+    );
+    assert!(
+        first.status().is_success(),
+        "the held request: {}",
+        first.status()
+    );
     assert_eq!(on.effects(&scope).await, 1);
 }
 
 /// Checks a request that failed transiently left nothing and its key open; the same key
 /// with another body is still refused, and the retry executes once.
-async fn left_open<S: Subject>(on: &On<'_, S>, scope: &S::Scope, key: &str, failed: Response, what: &str) {
+async fn left_open<S: Subject>(
+    on: &On<'_, S>,
+    scope: &S::Scope,
+    key: &str,
+    failed: Response,
+    what: &str,
+) {
     let status = failed.status();
     assert!(status.is_server_error(), "op {}: {what}: {status}", on.op);
-    assert!(header(&failed, "retry-after").is_some(), "op {}: {what}: no Retry-After", on.op);
-    assert_eq!(on.effects(scope).await, 0, "op {}: {what} left its effect", on.op);
+    assert!(
+        header(&failed, "retry-after").is_some(),
+        "op {}: {what}: no Retry-After",
+        on.op
+    );
+    assert_eq!(
+        on.effects(scope).await,
+        0,
+        "op {}: {what} left its effect",
+        on.op
+    );
     let state = on.state(scope, key).await.map(|s| s["state"].clone());
-    assert_eq!(state, Some("failed".into()), "op {}: {what}: the key must stay open", on.op);
+    assert_eq!(
+        state,
+        Some("failed".into()),
+        "op {}: {what}: the key must stay open",
+        on.op
+    );
     // The failed key is still this request's: another body under it is refused.
     let other = on.send(scope, Some(key), &on.body(2), Fault::None).await;
-    assert_eq!(other.status(), StatusCode::UNPROCESSABLE_ENTITY, "op {}: {what}, another body", on.op);
+    assert_eq!(
+        other.status(),
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "op {}: {what}, another body",
+        on.op
+    );
     let retried = answer(on.send(scope, Some(key), &on.body(1), Fault::None).await).await;
-    assert!(retried.0.is_success(), "op {}: the retry after {what}: {}", on.op, retried.0);
+    assert!(
+        retried.0.is_success(),
+        "op {}: the retry after {what}: {}",
+        on.op,
+        retried.0
+    );
     assert_eq!(retried.1, None, "the retry executed, it replays nothing");
     assert_eq!(on.effects(scope).await, 1);
 }
@@ -378,7 +487,9 @@ async fn left_open<S: Subject>(on: &On<'_, S>, scope: &S::Scope, key: &str, fail
 pub async fn a_failed_key_is_retryable<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let key = fresh_key();
-    let failed = on.send(&scope, Some(&key), &on.body(1), Fault::FailTransient).await;
+    let failed = on
+        .send(&scope, Some(&key), &on.body(1), Fault::FailTransient)
+        .await;
     left_open(on, &scope, &key, failed, "a transient failure").await;
 }
 
@@ -387,7 +498,9 @@ pub async fn a_failed_key_is_retryable<S: Subject>(on: &On<'_, S>) {
 pub async fn a_database_error_in_the_work_leaves_the_key_open<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let key = fresh_key();
-    let failed = on.send(&scope, Some(&key), &on.body(1), Fault::ReadOnly).await;
+    let failed = on
+        .send(&scope, Some(&key), &on.body(1), Fault::ReadOnly)
+        .await;
     left_open(on, &scope, &key, failed, "a database error in the work").await;
 }
 
@@ -405,8 +518,15 @@ pub async fn a_storm_on_one_key_executes_once<S: Subject>(on: &On<'_, S>, n: usi
         }
     });
     let answers = join_all(sends).await;
-    let executed = answers.iter().filter(|a| a.0.is_success() && a.1.is_none()).count();
-    assert!(executed <= 1, "op {}: {executed} of {n} requests executed", on.op);
+    let executed = answers
+        .iter()
+        .filter(|a| a.0.is_success() && a.1.is_none())
+        .count();
+    assert!(
+        executed <= 1,
+        "op {}: {executed} of {n} requests executed",
+        on.op
+    );
     for (status, _, _) in &answers {
         assert!(
             status.is_success() || *status == StatusCode::CONFLICT,
@@ -433,7 +553,9 @@ async fn until_claimed<S: Subject>(subject: &S, key: &str, n: usize) {
 
 /// A holder whose lease ran out is taken over; the stale holder, released once the taker
 /// has claimed the key, is fenced: its writes are rolled back.
-pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subject>(on: &On<'_, S>) {
+pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subject>(
+    on: &On<'_, S>,
+) {
     let scope = on.subject.new_scope().await;
     let (key, body, gate) = (fresh_key(), on.body(1), fresh_key());
     let stale = on.send(&scope, Some(&key), &body, Fault::Hold(gate.clone()));
@@ -449,7 +571,12 @@ pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subje
         answer(taken).await
     };
     let (stale, taken) = tokio::join!(stale, takeover);
-    assert!(taken.0.is_success(), "op {}: the takeover: {}", on.op, taken.0);
+    assert!(
+        taken.0.is_success(),
+        "op {}: the takeover: {}",
+        on.op,
+        taken.0
+    );
     assert_eq!(taken.1, None, "the takeover executed, it replays nothing");
     let stale = answer(stale).await;
     // The stale holder's writes were rolled back: it answers with what the key holds.
@@ -458,7 +585,11 @@ pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subje
         "the stale holder answered {} without a replay",
         stale.0
     );
-    assert_eq!(on.effects(&scope).await, 1, "the stale holder's effect landed");
+    assert_eq!(
+        on.effects(&scope).await,
+        1,
+        "the stale holder's effect landed"
+    );
 }
 
 /// The status route tells a scope its own completed key (with the answer's status), and
@@ -466,12 +597,27 @@ pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subje
 pub async fn the_key_status_route_answers_the_callers_own_keys<S: Subject>(on: &On<'_, S>) {
     let (mine, theirs) = (on.subject.new_scope().await, on.subject.new_scope().await);
     let key = fresh_key();
-    assert_eq!(on.state(&mine, &key).await, None, "op {}: an unused key", on.op);
+    assert_eq!(
+        on.state(&mine, &key).await,
+        None,
+        "op {}: an unused key",
+        on.op
+    );
     let done = on.send(&mine, Some(&key), &on.body(1), Fault::None).await;
     let status = done.status();
     assert!(status.is_success(), "op {}: {status}", on.op);
     let state = on.state(&mine, &key).await.expect("the caller's own key");
     assert_eq!(state["state"], "completed", "op {}: {state}", on.op);
-    assert_eq!(state["response_status"], status.as_u16(), "op {}: {state}", on.op);
-    assert_eq!(on.state(&theirs, &key).await, None, "op {}: another scope read the key", on.op);
+    assert_eq!(
+        state["response_status"],
+        status.as_u16(),
+        "op {}: {state}",
+        on.op
+    );
+    assert_eq!(
+        on.state(&theirs, &key).await,
+        None,
+        "op {}: another scope read the key",
+        on.op
+    );
 }

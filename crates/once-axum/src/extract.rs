@@ -16,10 +16,7 @@ use axum::{
 use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyError};
 use serde::Serialize;
 
-use crate::{
-    hooks::{ProtocolError, Refusal},
-    Problem,
-};
+use crate::{problem::ProtocolError, refusal::Refusal, Problem};
 
 /// What scopes an application's keys: the scope's extractor reads who is calling (an API
 /// key, a user, a session) and names them.

@@ -12,7 +12,7 @@ use std::{
 use once_core::IdempotentRequest;
 use sqlx::{postgres::PgPoolOptions, PgPool};
 
-use crate::hooks::Refusal;
+use crate::refusal::Refusal;
 
 /// What [`Faults::before_commit`] returns.
 pub type FaultFuture<'a> = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send + 'a>>;

@@ -19,7 +19,6 @@
 //! The key table is `once-pg`'s; the pure rules are `once-core`'s.
 //!
 #![doc = include_str!("../README.md")]
-
 #![warn(missing_docs)]
 
 #[cfg(feature = "conformance")]
@@ -30,13 +29,15 @@ pub mod faults;
 pub mod hooks;
 pub mod problem;
 pub mod purge;
+pub mod refusal;
 pub mod reply;
 pub mod status;
 
 pub use executor::{Executor, PgTx, Worked};
 pub use extract::{Keyed, RequestKey, Scope, Scoped};
 pub use faults::Faults;
-pub use hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal, Repeat};
+pub use hooks::{Counted, Hooks, NoHooks, Repeat};
 pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyedOperation};
-pub use problem::Problem;
+pub use problem::{Problem, ProtocolError};
+pub use refusal::Refusal;
 pub use reply::Reply;

@@ -40,10 +40,34 @@ use axum::{
 };
 use serde::Serialize;
 
-use crate::hooks::{ProtocolError, Refusal};
+use crate::refusal::Refusal;
+
+/// The application's error type: what work fails with and what refusals become. Its
+/// response is what is stored and sent; [`ProtocolError::is_stored`] decides which.
+/// [`crate::Problem`] is a ready one.
+pub trait ProtocolError: IntoResponse + From<Refusal> + Send + 'static {
+    /// The status it is answered with.
+    fn status(&self) -> StatusCode;
+
+    /// Whether the key stores this answer (definitive) or is left open for a retry
+    /// (transient). By default the protocol's rule for its status,
+    /// [`once_core::is_stored`]: any 4xx other than 408 and 429 is stored, 409 included. An
+    /// answer that means "not now" (another request is busy with the resource) overrides it.
+    fn is_stored(&self) -> bool {
+        once_core::is_stored(self.status())
+    }
+}
+
+/// A refusal as [`crate::Problem`] renders it.
+impl IntoResponse for Refusal {
+    fn into_response(self) -> axum::response::Response {
+        Problem::from(self).into_response()
+    }
+}
 
 /// Where the protocol's problem names are described (this module's page).
-pub const PROBLEM_TYPE_BASE: &str = "https://docs.rs/once-axum/latest/once_axum/problem/index.html#";
+pub const PROBLEM_TYPE_BASE: &str =
+    "https://docs.rs/once-axum/latest/once_axum/problem/index.html#";
 
 /// Seconds a client is told to wait before repeating an answer that left its key open,
 /// when the answer does not say otherwise.
@@ -225,7 +249,9 @@ mod tests {
             .headers()
             .get(header::RETRY_AFTER)
             .map(|v| v.to_str().unwrap().to_owned());
-        let body = axum::body::to_bytes(response.into_body(), 4096).await.unwrap();
+        let body = axum::body::to_bytes(response.into_body(), 4096)
+            .await
+            .unwrap();
         (status, retry, serde_json::from_slice(&body).unwrap())
     }
 
@@ -235,8 +261,17 @@ mod tests {
         assert_eq!(status, StatusCode::CONFLICT);
         assert_eq!(retry.as_deref(), Some("1"));
         assert_eq!(body["retryable"], true);
-        assert_eq!(body["type"], format!("{PROBLEM_TYPE_BASE}request-in-progress"));
-        let (_, retry, _) = sent(Refusal::KeyQuota { retry_after_secs: 300 }.into()).await;
+        assert_eq!(
+            body["type"],
+            format!("{PROBLEM_TYPE_BASE}request-in-progress")
+        );
+        let (_, retry, _) = sent(
+            Refusal::KeyQuota {
+                retry_after_secs: 300,
+            }
+            .into(),
+        )
+        .await;
         assert_eq!(retry.as_deref(), Some("300"));
     }
 
@@ -244,9 +279,15 @@ mod tests {
     async fn a_definitive_answer_has_no_retry_after_and_a_transient_one_has() {
         let taken = Problem::new(StatusCode::CONFLICT, "room-taken", "Taken.");
         let (_, retry, body) = sent(taken.clone()).await;
-        assert_eq!((retry, &body["retryable"]), (None, &serde_json::json!(false)));
+        assert_eq!(
+            (retry, &body["retryable"]),
+            (None, &serde_json::json!(false))
+        );
         let (_, retry, body) = sent(taken.transient()).await;
-        assert_eq!((retry.as_deref(), &body["retryable"]), (Some("1"), &serde_json::json!(true)));
+        assert_eq!(
+            (retry.as_deref(), &body["retryable"]),
+            (Some("1"), &serde_json::json!(true))
+        );
     }
 
     #[tokio::test]

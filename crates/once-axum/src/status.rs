@@ -10,7 +10,7 @@ use once_core::IdempotencyKey;
 use sqlx::PgPool;
 
 pub use crate::extract::{Scope, Scoped};
-use crate::{hooks::Refusal, Problem};
+use crate::{refusal::Refusal, Problem};
 
 /// What the route answers: the key's state, as the table holds it.
 pub use once_pg::KeyState;
@@ -32,12 +32,11 @@ where
     S: Scoped,
     PgPool: FromRef<S>,
 {
-    let show =
-        |State(db): State<PgPool>, scope: S::Scope, Path(raw): Path<String>| async move {
-            key_status(&db, scope.scope(), &raw)
-                .await
-                .map(Json)
-                .map_err(Problem::from)
-        };
+    let show = |State(db): State<PgPool>, scope: S::Scope, Path(raw): Path<String>| async move {
+        key_status(&db, scope.scope(), &raw)
+            .await
+            .map(Json)
+            .map_err(Problem::from)
+    };
     Router::new().route("/idempotency-keys/{key}", get(show))
 }

@@ -93,7 +93,11 @@ fn mapped(broken: Break) -> impl Fn(sqlx::Error) -> Problem + Send + Copy {
     }
 }
 
-async fn write(State(app): State<App>, keyed: Keyed<Caller>, Json(body): Json<Value>) -> Result<Response, Problem> {
+async fn write(
+    State(app): State<App>,
+    keyed: Keyed<Caller>,
+    Json(body): Json<Value>,
+) -> Result<Response, Problem> {
     let scope = keyed.scope.0.clone();
     let req = match app.broken {
         Break::FieldLeftOut => keyed.request("POST /notes", &json!({ "title": body["title"] }))?,
@@ -104,7 +108,9 @@ async fn write(State(app): State<App>, keyed: Keyed<Caller>, Json(body): Json<Va
         .executor
         .execute(req, move |db| async move {
             let mut tx = db.begin().await.map_err(map)?;
-            let insert = sqlx::query("INSERT INTO notes (owner, body) VALUES ($1, $2)").bind(&scope).bind(&body);
+            let insert = sqlx::query("INSERT INTO notes (owner, body) VALUES ($1, $2)")
+                .bind(&scope)
+                .bind(&body);
             match broken {
                 Break::WritesOnThePool => insert.execute(&db).await.map_err(map)?,
                 _ => insert.execute(&mut *tx).await.map_err(map)?,
@@ -135,7 +141,10 @@ async fn pin(
                 .bind(&body)
                 .execute(&mut *tx)
                 .await?;
-            Ok((tx, Reply::json(StatusCode::OK, &json!({ "note": id, "pin": body }))?))
+            Ok((
+                tx,
+                Reply::json(StatusCode::OK, &json!({ "note": id, "pin": body }))?,
+            ))
         })
         .await)
 }
@@ -154,15 +163,26 @@ struct Notes {
 }
 
 fn admin() -> String {
-    std::env::var("TEST_DATABASE_ADMIN_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
+    std::env::var("TEST_DATABASE_ADMIN_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
 async fn start(broken: Break) -> Arc<Notes> {
     let name = format!("once_test_axum_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", admin())).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.unwrap();
-    let db = PgPool::connect(&format!("{}/{name}", admin())).await.unwrap();
-    sqlx::raw_sql(once_pg::MIGRATION).execute(&db).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", admin()))
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let db = PgPool::connect(&format!("{}/{name}", admin()))
+        .await
+        .unwrap();
+    sqlx::raw_sql(once_pg::MIGRATION)
+        .execute(&db)
+        .await
+        .unwrap();
     sqlx::raw_sql(SCHEMA).execute(&db).await.unwrap();
     let gates = Gates::default();
     let app = App {
@@ -174,13 +194,21 @@ async fn start(broken: Break) -> Arc<Notes> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move { axum::serve(listener, router(app)).await });
-    Arc::new(Notes { base, db, gates, http: reqwest::Client::new(), name })
+    Arc::new(Notes {
+        base,
+        db,
+        gates,
+        http: reqwest::Client::new(),
+        name,
+    })
 }
 
 impl Notes {
     async fn drop_database(&self) {
         self.db.close().await;
-        let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", admin())).await.unwrap();
+        let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", admin()))
+            .await
+            .unwrap();
         let drop = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
         sqlx::query(&drop).execute(&mut conn).await.unwrap();
     }
@@ -221,7 +249,10 @@ impl Subject for Notes {
             0 => "/notes".to_owned(),
             _ => format!("/notes/{}/pin", call.target),
         };
-        let mut request = self.http.post(format!("{}{path}", self.base)).header("x-caller", caller);
+        let mut request = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header("x-caller", caller);
         if let Some(key) = call.key {
             request = request.header("idempotency-key", key);
         }
@@ -230,7 +261,12 @@ impl Subject for Notes {
 
     async fn key_status(&self, caller: &String, key: &str) -> reqwest::Response {
         let url = format!("{}/idempotency-keys/{key}", self.base);
-        self.http.get(url).header("x-caller", caller).send().await.unwrap()
+        self.http
+            .get(url)
+            .header("x-caller", caller)
+            .send()
+            .await
+            .unwrap()
     }
 
     async fn effects(&self, caller: &String) -> u64 {
@@ -282,30 +318,78 @@ where
 
 macro_rules! check {
     ($name:ident) => {
-        |notes: Arc<Notes>, op: usize| async move { conformance::$name(&On { subject: &*notes, op }).await }
+        |notes: Arc<Notes>, op: usize| async move {
+            conformance::$name(&On {
+                subject: &*notes,
+                op,
+            })
+            .await
+        }
     };
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_fingerprint_that_leaves_out_a_field_is_found() {
-    assert!(fails(Break::FieldLeftOut, 0, check!(every_member_of_the_body_is_fingerprinted)).await);
-    assert!(!fails(Break::Nothing, 0, check!(every_member_of_the_body_is_fingerprinted)).await);
+    assert!(
+        fails(
+            Break::FieldLeftOut,
+            0,
+            check!(every_member_of_the_body_is_fingerprinted)
+        )
+        .await
+    );
+    assert!(
+        !fails(
+            Break::Nothing,
+            0,
+            check!(every_member_of_the_body_is_fingerprinted)
+        )
+        .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_status_route_with_another_scope_is_found() {
-    assert!(fails(Break::StatusScope, 0, check!(the_key_status_route_answers_the_callers_own_keys)).await);
+    assert!(
+        fails(
+            Break::StatusScope,
+            0,
+            check!(the_key_status_route_answers_the_callers_own_keys)
+        )
+        .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn database_errors_stored_as_refusals_are_found() {
-    assert!(fails(Break::DatabaseErrorsStored, 0, check!(a_database_error_in_the_work_leaves_the_key_open)).await);
-    assert!(!fails(Break::Nothing, 0, check!(a_database_error_in_the_work_leaves_the_key_open)).await);
+    assert!(
+        fails(
+            Break::DatabaseErrorsStored,
+            0,
+            check!(a_database_error_in_the_work_leaves_the_key_open)
+        )
+        .await
+    );
+    assert!(
+        !fails(
+            Break::Nothing,
+            0,
+            check!(a_database_error_in_the_work_leaves_the_key_open)
+        )
+        .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_path_parameter_left_out_of_the_fingerprint_is_found() {
-    assert!(fails(Break::ParamLeftOut, 1, check!(one_key_on_two_resources_is_422)).await);
+    assert!(
+        fails(
+            Break::ParamLeftOut,
+            1,
+            check!(one_key_on_two_resources_is_422)
+        )
+        .await
+    );
     assert!(!fails(Break::Nothing, 1, check!(one_key_on_two_resources_is_422)).await);
 }
 

@@ -34,5 +34,7 @@ async fn show(
     shopper: Shopper,
     Path(raw): Path<String>,
 ) -> Result<Json<KeyState>, ApiError> {
-    Ok(Json(once_axum::status::key_status(&db, &shopper.id, &raw).await?))
+    Ok(Json(
+        once_axum::status::key_status(&db, &shopper.id, &raw).await?,
+    ))
 }

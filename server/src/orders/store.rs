@@ -243,7 +243,10 @@ async fn create(
 }
 
 /// The order's lines at the catalog's prices, or the first line the shop cannot serve.
-fn priced_items(new: &NewOrder, products: &[PricedProduct]) -> Result<Vec<OrderItem>, OrderRefused> {
+fn priced_items(
+    new: &NewOrder,
+    products: &[PricedProduct],
+) -> Result<Vec<OrderItem>, OrderRefused> {
     new.lines
         .iter()
         .map(|line| {

@@ -156,9 +156,13 @@ pub async fn blocker(
     let Some(pending) = pending else {
         return Ok(None);
     };
-    let running =
-        once_pg::inspect::is_running(db, &pending.idempotency_scope, &pending.idempotency_key, lease)
-            .await?;
+    let running = once_pg::inspect::is_running(
+        db,
+        &pending.idempotency_scope,
+        &pending.idempotency_key,
+        lease,
+    )
+    .await?;
     Ok(Some(Blocker {
         id: pending.id,
         running,

@@ -24,11 +24,7 @@ async fn rival_row(app: &TestApp, key: &str, state: &str) -> PgConnection {
     let body: serde_json::Value = serde_json::from_str(MUG_ORDER).unwrap();
     let fingerprint = FingerprintKeys::new(&app.config.fingerprint_secrets)
         .unwrap()
-        .of(
-        &Method::POST,
-        CREATE_ORDER,
-        &body,
-    );
+        .of(&Method::POST, CREATE_ORDER, &body);
     sqlx::query("BEGIN").execute(&mut rival).await.unwrap();
     sqlx::query(
         "INSERT INTO idempotency_keys (scope, key, method, route, fingerprint, state, lease_token,

@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::{
     faults::{FaultFuture, Faults, ReadOnlyWork},
-    hooks::Refusal,
+    refusal::Refusal,
 };
 
 /// How long a held request waits for its gate before going on by itself.

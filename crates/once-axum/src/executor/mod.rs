@@ -54,8 +54,10 @@ pub mod overlap;
 
 use crate::{
     faults::Faults,
-    hooks::{Counted, Hooks, NoHooks, ProtocolError, Refusal, Repeat},
+    hooks::{Counted, Hooks, NoHooks, Repeat},
+    problem::ProtocolError,
     problem::DEFAULT_RETRY_AFTER_SECS,
+    refusal::Refusal,
     reply::{respond, stored_from, Reply},
 };
 
@@ -179,14 +181,19 @@ impl<H: Hooks> Executor<H> {
             Ok(Start::Replay(stored)) => return respond(stored, true),
             Err(answer) => return answer,
         };
-        let worked = self.heartbeat(&req, lease, work(self.work_pool(&req))).await;
+        let worked = self
+            .heartbeat(&req, lease, work(self.work_pool(&req)))
+            .await;
         let outcome = self.before_commit(&req, worked).await;
         self.conclude(&req, lease, outcome).await
     }
 
     /// The pool `req`'s work gets: the executor's, unless a test fault swaps it.
     pub(crate) fn work_pool(&self, req: &IdempotentRequest) -> PgPool {
-        let swapped = self.faults.as_ref().and_then(|f| f.work_pool(req, &self.db));
+        let swapped = self
+            .faults
+            .as_ref()
+            .and_then(|f| f.work_pool(req, &self.db));
         swapped.unwrap_or_else(|| self.db.clone())
     }
 
@@ -202,8 +209,7 @@ impl<H: Hooks> Executor<H> {
     /// the answer).
     async fn start(&self, req: &IdempotentRequest) -> Result<Start, Response> {
         for _ in 0..CLAIM_ATTEMPTS {
-            let claimed = match store::claim(&self.db, req, self.lease, self.keys_per_hour).await
-            {
+            let claimed = match store::claim(&self.db, req, self.lease, self.keys_per_hour).await {
                 Ok(claimed) => claimed,
                 Err(e) => return Err(refused::<H::Error>(Refusal::Store(e))),
             };
@@ -327,17 +333,23 @@ impl<H: Hooks> Executor<H> {
         match existing {
             Existing::Completed(stored) => {
                 self.hooks.count(Counted::Replay);
-                self.hooks.on_repeat(req.keyed_operation(), Repeat::Replay(&stored)).await;
+                self.hooks
+                    .on_repeat(req.keyed_operation(), Repeat::Replay(&stored))
+                    .await;
                 Some(Ok(stored))
             }
             Existing::InProgress => {
                 self.hooks.count(Counted::InProgress);
-                self.hooks.on_repeat(req.keyed_operation(), Repeat::InProgress).await;
+                self.hooks
+                    .on_repeat(req.keyed_operation(), Repeat::InProgress)
+                    .await;
                 Some(Err(refused::<H::Error>(Refusal::InProgress)))
             }
             Existing::DifferentRequest => {
                 self.hooks.count(Counted::KeyReused);
-                self.hooks.on_repeat(req.keyed_operation(), Repeat::KeyReused).await;
+                self.hooks
+                    .on_repeat(req.keyed_operation(), Repeat::KeyReused)
+                    .await;
                 Some(Err(refused::<H::Error>(Refusal::KeyReused)))
             }
             // Reclaimable, unused, or a state this version does not know: the claim decides.
@@ -517,10 +529,15 @@ mod tests {
 
     #[test]
     fn a_refusal_that_leaves_the_key_open_says_retry_after_whatever_the_app_renders() {
-        for open in [Refusal::InProgress, Refusal::Store(sqlx::Error::PoolTimedOut)] {
+        for open in [
+            Refusal::InProgress,
+            Refusal::Store(sqlx::Error::PoolTimedOut),
+        ] {
             assert_eq!(retry_after(&refused::<Bare>(open)), Some("1"));
         }
-        let quota = refused::<Problem>(Refusal::KeyQuota { retry_after_secs: 300 });
+        let quota = refused::<Problem>(Refusal::KeyQuota {
+            retry_after_secs: 300,
+        });
         assert_eq!(retry_after(&quota), Some("300"), "its own wait is kept");
         for settled in [Refusal::KeyReused, Refusal::KeyMissing, Refusal::KeyUnknown] {
             assert_eq!(retry_after(&refused::<Bare>(settled)), None);

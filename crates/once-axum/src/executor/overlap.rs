@@ -12,7 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{in_own_task, Executor, Worked};
-use crate::hooks::{Hooks, Refusal};
+use crate::{hooks::Hooks, refusal::Refusal};
 
 impl<H: Hooks> Executor<H> {
     /// Like [`Executor::execute`], for work whose only effects are the writes of the
