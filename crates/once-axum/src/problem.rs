@@ -172,23 +172,34 @@ impl From<Refusal> for Problem {
     fn from(refusal: Refusal) -> Self {
         refusal.log();
         let mut problem = Self::new(refusal.status(), refusal.problem_type(), refusal.detail());
-        problem.stored = false;
+        problem.stored = !refusal.leaves_key_open();
         problem.retry_after_secs = refusal.retry_after_secs();
         problem
     }
 }
 
-/// A database error met by the work. Data the database refuses (SQLSTATE classes 22 and 23:
-/// a value out of range, a broken constraint) is the request's own fault: 422
-/// `data-refused`, definitive, stored with the key. Anything else ("the database is away",
-/// a standby refusing writes, a lost connection) is 503 `service-unavailable`, the key left
-/// open. The error's text is logged, never sent.
+/// A database error met by the work. Data the database refuses for good is the request's own
+/// fault: 422 `data-refused`, definitive, stored with the key. That is class 22 (a value out
+/// of range, a text that is no date) and the constraints whose verdict no other transaction
+/// can change: not-null (23502), unique (23505: PostgreSQL waits for a conflicting row's
+/// transaction to end before it says so), check (23514) and exclusion (23P01). A foreign key
+/// (23503) is left open: its parent may be a row another request has not committed yet.
+/// Anything else ("the database is away", a standby refusing writes, a lost connection, a
+/// deadlock) is 503 `service-unavailable`, the key left open. The error's text is logged,
+/// never sent.
+///
+/// Work that commits recovery points of its own before its last transaction must not meet
+/// its own earlier rows as a unique violation on a retry (write them with
+/// `ON CONFLICT DO NOTHING`): the retry would be stored as a refusal.
 impl From<sqlx::Error> for Problem {
     fn from(e: sqlx::Error) -> Self {
         let code = e.as_database_error().and_then(|d| d.code());
+        let refused_for_good = |code: &str| {
+            code.starts_with("22") || ["23502", "23505", "23514", "23P01"].contains(&code)
+        };
         match code {
-            Some(code) if code.starts_with("22") || code.starts_with("23") => {
-                tracing::info!(error = %e, "the database refused the request's data");
+            Some(code) if refused_for_good(&code) => {
+                tracing::info!(error = ?e, "the database refused the request's data");
                 Self::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "data-refused",
@@ -276,6 +287,18 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_refusal_that_no_repeat_can_change_invites_no_retry() {
+        for settled in [Refusal::KeyMissing, Refusal::KeyReused, Refusal::KeyUnknown] {
+            let (_, retry, body) = sent(settled.into()).await;
+            assert_eq!(
+                (retry, &body["retryable"]),
+                (None, &serde_json::json!(false)),
+                "{body}"
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn a_definitive_answer_has_no_retry_after_and_a_transient_one_has() {
         let taken = Problem::new(StatusCode::CONFLICT, "room-taken", "Taken.");
         let (_, retry, body) = sent(taken.clone()).await;
@@ -288,6 +311,48 @@ mod tests {
             (retry.as_deref(), &body["retryable"]),
             (Some("1"), &serde_json::json!(true))
         );
+    }
+
+    #[tokio::test]
+    async fn a_foreign_key_may_wait_for_its_parent_and_a_unique_value_may_not() {
+        use sqlx::error::{DatabaseError, ErrorKind};
+        #[derive(Debug)]
+        struct Refused(&'static str);
+        impl std::fmt::Display for Refused {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "refused {}", self.0)
+            }
+        }
+        impl std::error::Error for Refused {}
+        impl DatabaseError for Refused {
+            fn message(&self) -> &str {
+                "refused"
+            }
+            fn code(&self) -> Option<std::borrow::Cow<'_, str>> {
+                Some(self.0.into())
+            }
+            fn as_error(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+                self
+            }
+            fn as_error_mut(&mut self) -> &mut (dyn std::error::Error + Send + Sync + 'static) {
+                self
+            }
+            fn into_error(self: Box<Self>) -> Box<dyn std::error::Error + Send + Sync + 'static> {
+                self
+            }
+            fn kind(&self) -> ErrorKind {
+                ErrorKind::Other
+            }
+        }
+        let status = |code| Problem::from(sqlx::Error::Database(Box::new(Refused(code)))).status;
+        for stored in ["22007", "23502", "23505", "23514", "23P01"] {
+            assert_eq!(status(stored), StatusCode::UNPROCESSABLE_ENTITY, "{stored}");
+        }
+        for open in [
+            "23503", "40001", "40P01", "55P03", "57014", "25006", "08006",
+        ] {
+            assert_eq!(status(open), StatusCode::SERVICE_UNAVAILABLE, "{open}");
+        }
     }
 
     #[tokio::test]

@@ -81,6 +81,16 @@ impl Refusal {
         }
     }
 
+    /// Whether the same request may still get another answer: the key is left open (running,
+    /// over a quota, or the work could not run). A malformed, reused or unknown key is
+    /// answered the same way however often it is sent.
+    pub fn leaves_key_open(&self) -> bool {
+        matches!(
+            self,
+            Self::InProgress | Self::KeyQuota { .. } | Self::Store(_) | Self::Panicked(_)
+        )
+    }
+
     /// Seconds to tell the client to wait, for a refusal that names its own wait.
     pub fn retry_after_secs(&self) -> Option<u64> {
         match self {
@@ -93,7 +103,7 @@ impl Refusal {
     pub fn log(&self) {
         match self {
             Self::Store(e) => {
-                tracing::warn!(error = %e, "idempotent request: database unavailable")
+                tracing::warn!(error = ?e, "idempotent request: database unavailable")
             }
             Self::Panicked(what) => tracing::error!(%what, "idempotent request panicked"),
             _ => {}

@@ -80,10 +80,18 @@ pub fn is_retryable(status: u16) -> bool {
 /// Whether an answer ends the intent's key. Success and definitive refusals do; so does
 /// "another payment of this order is in progress", which makes this intent moot. Waiting,
 /// retryable and server errors do not: the same key must be sent again.
+///
+/// A 409 is a wait only when it says so: the protocol's `request-in-progress`, or a 409 that
+/// names a `Retry-After`. Any other 409 is the work's answer for good ("room taken"), stored
+/// with the key and replayed to every repeat: asking again would only replay it.
 pub fn ends_key(answer: &Answer) -> bool {
     match answer.status {
         200..=299 => true,
-        409 => answer.problem == Some("payment-in-progress"),
+        409 => match answer.problem {
+            Some("request-in-progress") => false,
+            Some("payment-in-progress") => true,
+            _ => answer.retry_after_s.is_none(),
+        },
         400..=499 => !is_retryable(answer.status),
         _ => false,
     }
@@ -155,7 +163,10 @@ pub fn uuid_v4(mut bytes: [u8; 16]) -> String {
 
 /// The last segment of a problem `type` URI: `https://…/problems/cart-changed` → `cart-changed`.
 pub fn problem_name(problem_type: &str) -> &str {
-    problem_type.rsplit('/').next().unwrap_or(problem_type)
+    problem_type
+        .rsplit(['/', '#'])
+        .next()
+        .unwrap_or(problem_type)
 }
 
 #[cfg(test)]
@@ -265,6 +276,30 @@ mod tests {
     }
 
     #[test]
+    fn a_conflict_the_work_decided_ends_the_intent_and_a_wait_does_not() {
+        let p = RetryPolicy::default();
+        let taken = Answer {
+            status: 409,
+            problem: Some("room-taken"),
+            retry_after_s: None,
+        };
+        assert!(
+            ends_key(&taken),
+            "a stored 409 is replayed: asking again changes nothing"
+        );
+        assert_eq!(next(&p, &taken, 0, 0, 0.5), Next::Refused);
+        let busy = Answer {
+            status: 409,
+            problem: Some("resource-busy"),
+            retry_after_s: Some(2),
+        };
+        assert_eq!(
+            next(&p, &busy, 0, 0, 0.5),
+            Next::AwaitFirst { wait_ms: 2_000 }
+        );
+    }
+
+    #[test]
     fn another_payment_in_progress_ends_this_intent() {
         let p = RetryPolicy::default();
         let other = Answer {
@@ -290,5 +325,10 @@ mod tests {
             "cart-changed"
         );
         assert_eq!(problem_name("about:blank"), "about:blank");
+        assert_eq!(
+            problem_name("https://docs.rs/once-axum/latest/once_axum/problem/index.html#key-quota"),
+            "key-quota",
+            "once-axum's problems name themselves in the fragment"
+        );
     }
 }

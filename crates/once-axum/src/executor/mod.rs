@@ -158,11 +158,14 @@ impl<H: Hooks> Executor<H> {
     /// read, with no lock and no write (`Err` holds that answer); `Ok` sends a key that is
     /// new, failed or abandoned on to the claim, and says whether it is unused.
     pub(crate) async fn read_first(&self, req: &IdempotentRequest) -> Result<bool, Response> {
-        let existing = self
-            .hooks
-            .first_read(&self.db, req)
-            .await
-            .map_err(IntoResponse::into_response)?;
+        let existing = self.hooks.first_read(&self.db, req).await.map_err(|e| {
+            let open = !e.is_stored();
+            let response = e.into_response();
+            match open {
+                true => with_retry_after(response),
+                false => response,
+            }
+        })?;
         let unused = matches!(existing, Existing::Unused);
         match self.answer(req, existing).await {
             Some(Ok(stored)) => Err(respond(stored, true)),
@@ -455,26 +458,25 @@ impl<H: Hooks> Executor<H> {
 /// The response of one of the protocol's refusals, in the application's error type; one
 /// that leaves the key open says when to come back, whatever that type renders.
 pub(crate) fn refused<E: ProtocolError>(refusal: Refusal) -> Response {
-    let open = !matches!(
-        refusal,
-        Refusal::KeyMissing | Refusal::KeyMalformed(_) | Refusal::KeyReused | Refusal::KeyUnknown
-    );
+    let open = refusal.leaves_key_open();
+    let wait = refusal.retry_after_secs();
     let response = E::from(refusal).into_response();
     match open {
-        true => with_retry_after(response),
+        true => with_retry_after_secs(response, wait.unwrap_or(DEFAULT_RETRY_AFTER_SECS)),
         false => response,
     }
 }
 
 /// `response` with a `Retry-After`, unless it names one already: every answer that leaves
 /// a key open tells the client when the same request may be sent again.
-fn with_retry_after(mut response: Response) -> Response {
+fn with_retry_after(response: Response) -> Response {
+    with_retry_after_secs(response, DEFAULT_RETRY_AFTER_SECS)
+}
+
+fn with_retry_after_secs(mut response: Response, secs: u64) -> Response {
     let headers = response.headers_mut();
     if !headers.contains_key(header::RETRY_AFTER) {
-        headers.insert(
-            header::RETRY_AFTER,
-            HeaderValue::from(DEFAULT_RETRY_AFTER_SECS),
-        );
+        headers.insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
     response
 }
@@ -500,7 +502,6 @@ mod tests {
     use axum::http::StatusCode;
 
     use super::*;
-    use crate::Problem;
 
     /// An application's error that says nothing of when to come back.
     struct Bare(StatusCode);
@@ -535,10 +536,14 @@ mod tests {
         ] {
             assert_eq!(retry_after(&refused::<Bare>(open)), Some("1"));
         }
-        let quota = refused::<Problem>(Refusal::KeyQuota {
+        let quota = refused::<Bare>(Refusal::KeyQuota {
             retry_after_secs: 300,
         });
-        assert_eq!(retry_after(&quota), Some("300"), "its own wait is kept");
+        assert_eq!(
+            retry_after(&quota),
+            Some("300"),
+            "its own wait, whatever the app renders"
+        );
         for settled in [Refusal::KeyReused, Refusal::KeyMissing, Refusal::KeyUnknown] {
             assert_eq!(retry_after(&refused::<Bare>(settled)), None);
         }
