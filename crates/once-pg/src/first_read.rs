@@ -37,11 +37,11 @@ impl FirstRead {
     }
 
     /// The key's row and `scope_check`, a boolean SQL expression over `$1` (the request's
-    /// scope) evaluated in the same statement. It is a constant of the application's, never
-    /// text built from a request.
+    /// scope) evaluated in the same statement; NULL counts as false. It is a constant of the
+    /// application's, never text built from a request.
     pub fn with_scope_check(scope_check: &'static str) -> Self {
         let sql = format!(
-            "SELECT ({scope_check}) AS scope_known,
+            "SELECT coalesce(({scope_check}), false) AS scope_known,
                     k.route, k.fingerprint, k.state,
                     coalesce(k.locked_until > now(), false) AS lease_valid,
                     k.response_status, k.response_headers, k.response_body

@@ -1,5 +1,6 @@
 //! What an application may ask of the key table without writing SQL against it: whether a
-//! key's request is running, which of its scopes hold keys, how many keys are in each state.
+//! key's request is running, whether a scope holds keys (as an expression for its own
+//! statement), how many keys are in each state.
 
 use std::time::Duration;
 
@@ -25,19 +26,19 @@ pub async fn is_running(
     .await
 }
 
-/// Those of `scopes` that hold at least one key (of any state): an application forgetting
-/// its scopes (idle sessions) keeps these.
-pub async fn scopes_holding_keys(
-    db: impl PgExecutor<'_>,
-    scopes: &[String],
-) -> Result<Vec<String>, sqlx::Error> {
-    sqlx::query_scalar(
-        "SELECT s.scope FROM unnest($1::text[]) AS s (scope)
-          WHERE EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.scope = s.scope)",
-    )
-    .bind(scopes)
-    .fetch_all(db)
-    .await
+/// A boolean SQL expression: whether the scope `scope` (an SQL expression of the
+/// application's statement, such as `s.id`) holds at least one key. For an application
+/// that forgets its scopes (idle sessions) in one statement, so that a key claimed meanwhile
+/// is seen by the same statement that deletes. `scope` is a constant of the application's,
+/// never text built from a request.
+///
+/// ```
+/// let keyed = once_pg::inspect::scope_holds_keys("s.id");
+/// let sql = format!("DELETE FROM sessions s WHERE s.idle AND NOT {keyed}");
+/// assert!(sql.contains("idempotency_keys"));
+/// ```
+pub fn scope_holds_keys(scope: &'static str) -> String {
+    format!("EXISTS (SELECT 1 FROM idempotency_keys k WHERE k.scope = ({scope}))")
 }
 
 /// How many keys the table holds in each state (`processing`, `completed`, `failed`),

@@ -359,3 +359,98 @@ async fn key_state_is_none_in_another_scope() {
     assert_eq!(own.response_status, Some(201));
     assert_eq!(own.location.as_deref(), Some("/things/1"));
 }
+
+/// The first read: nothing for an unused key, the stored answer for a completed one, and
+/// the application's question about the scope answered in the same statement (NULL: no).
+#[tokio::test]
+async fn the_first_read_judges_the_key_and_answers_the_scope_question() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql("CREATE TABLE callers (id text PRIMARY KEY, admitted boolean)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    sqlx::raw_sql("INSERT INTO callers VALUES ('session-a', true), ('session-b', NULL)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let read = once_pg::FirstRead::with_scope_check("(SELECT admitted FROM callers WHERE id = $1)");
+    let req = request(SCOPE, "k-first", json!({ "n": 1 }));
+    let unused = read.run(&db.pool, &req).await.unwrap();
+    assert!(unused.scope_known);
+    assert!(matches!(unused.existing, Existing::Unused), "{unused:?}");
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+    assert!(store::complete(&db.pool, &req, lease, &created())
+        .await
+        .unwrap());
+    let done = read.run(&db.pool, &req).await.unwrap();
+    assert!(
+        matches!(done.existing, Existing::Completed(ref s) if *s == created()),
+        "{done:?}"
+    );
+    let other_body = read
+        .run(&db.pool, &request(SCOPE, "k-first", json!({ "n": 2 })))
+        .await;
+    assert!(matches!(
+        other_body.unwrap().existing,
+        Existing::DifferentRequest
+    ));
+    for (scope, known) in [("session-b", false), ("nobody", false)] {
+        let row = read
+            .run(&db.pool, &request(scope, "k", json!({})))
+            .await
+            .unwrap();
+        assert_eq!(
+            row.scope_known, known,
+            "{scope}: NULL and no row both count as no"
+        );
+    }
+}
+
+/// What an application may ask: a request running (its lease valid, or lapsed less than the
+/// slack ago), a scope holding keys (as part of its own statement), keys by state.
+#[tokio::test]
+async fn an_application_asks_what_it_needs_without_writing_sql_on_the_table() {
+    let db = TestDb::new().await;
+    let running = request(SCOPE, "k-running", json!({}));
+    claim_fresh(&db.pool, &running, LEASE).await;
+    let slack = Duration::from_secs(1);
+    assert!(
+        once_pg::inspect::is_running(&db.pool, SCOPE, "k-running", slack)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !once_pg::inspect::is_running(&db.pool, SCOPE, "k-none", slack)
+            .await
+            .unwrap()
+    );
+    let failed = request(SCOPE, "k-failed", json!({}));
+    let lease = claim_fresh(&db.pool, &failed, LEASE).await;
+    store::fail(&db.pool, &failed, lease).await.unwrap();
+    assert!(
+        !once_pg::inspect::is_running(&db.pool, SCOPE, "k-failed", slack)
+            .await
+            .unwrap()
+    );
+
+    let keyed = once_pg::inspect::scope_holds_keys("$1");
+    let holds = |scope: &'static str| {
+        let sql = format!("SELECT {keyed}");
+        let pool = db.pool.clone();
+        async move {
+            sqlx::query_scalar::<_, bool>(&sql)
+                .bind(scope)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert!(holds(SCOPE).await);
+    assert!(!holds("session-without-keys").await);
+
+    let counts = once_pg::inspect::key_counts(&db.pool).await.unwrap();
+    assert_eq!(
+        counts,
+        vec![("failed".to_owned(), 1), ("processing".to_owned(), 1)]
+    );
+}

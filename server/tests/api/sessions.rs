@@ -126,7 +126,8 @@ async fn the_table_the_queries_are_checked_against_is_the_session_stores_own() {
 }
 
 /// A reader without a cookie costs a session row only for a while: sessions that nothing
-/// uses are forgotten after an hour unchanged; one with a cart (or an order) stays.
+/// uses are forgotten after an hour unchanged; one with a cart (or an order) stays, and so
+/// does one whose only trace is a key (a refused order: its repeat must still find it).
 #[tokio::test]
 async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
     let app = spawn_app().await;
@@ -135,8 +136,17 @@ async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
         assert_eq!(reader.get(app.url("/")).send().await.unwrap().status(), 200);
     }
     app.add_to_cart(&app.client, "MUG-001", 1).await;
+    let keyed = shopper();
+    app.open_session(&keyed).await;
+    let refused = r#"{"items":[{"sku":"NO-SUCH-SKU","quantity":1}]}"#;
+    let refused = post_order(&keyed, &app, Some("refused-once"), refused).await;
+    assert_eq!(
+        refused.status(),
+        422,
+        "refused by the work: stored with its key"
+    );
     let sessions = "tower_sessions.session";
-    assert_eq!(app.count(sessions).await, 4);
+    assert_eq!(app.count(sessions).await, 5);
     let hour = std::time::Duration::from_secs(3600);
     assert_eq!(
         server::session::forget_unused(&app.db, hour).await.unwrap(),
@@ -151,6 +161,13 @@ async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
         server::session::forget_unused(&app.db, hour).await.unwrap(),
         3
     );
-    assert_eq!(app.count(sessions).await, 1);
+    assert_eq!(app.count(sessions).await, 2);
     assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 1);
+    let refused = r#"{"items":[{"sku":"NO-SUCH-SKU","quantity":1}]}"#;
+    let again = post_order(&keyed, &app, Some("refused-once"), refused).await;
+    assert_eq!(
+        again.headers()["idempotent-replayed"],
+        "true",
+        "the key's session stayed"
+    );
 }
