@@ -1,5 +1,5 @@
--- The example's own table: one booking per room and night in each hotel (an API key), cancelled
--- at most once.
+-- The example's own table: one booking per room and night in each hotel (an API key) while
+-- it stands, cancelled at most once; a cancelled night can be booked again.
 CREATE TABLE IF NOT EXISTS bookings (
     id           uuid        PRIMARY KEY DEFAULT gen_random_uuid(),
     owner        text        NOT NULL,
@@ -8,6 +8,8 @@ CREATE TABLE IF NOT EXISTS bookings (
     guest        text        NOT NULL,
     cancelled_at timestamptz,
     reason       text,
-    CONSTRAINT bookings_room_night_key UNIQUE (owner, room, night),
-    CONSTRAINT bookings_room_positive CHECK (room > 0)
+    CONSTRAINT bookings_room_positive CHECK (room > 0),
+    CONSTRAINT bookings_guest_length CHECK (char_length(guest) BETWEEN 1 AND 200)
 );
+CREATE UNIQUE INDEX IF NOT EXISTS bookings_room_night_key
+    ON bookings (owner, room, night) WHERE cancelled_at IS NULL;

@@ -15,7 +15,9 @@
 //!   stalled holder is released as soon as the taker has claimed the key, so work under a
 //!   unique constraint (the taker waits for the holder's row) passes too;
 //! * the key-status route answers the caller's own keys (processing, completed with the
-//!   answer's status, failed) and no one else's.
+//!   answer's status, failed) and no one else's;
+//! * a refusal the work decides (a 4xx, 409 included) is stored and replayed, without
+//!   `Retry-After`.
 //!
 //! Each check panics with what it saw when the application breaks the protocol. Each uses
 //! a scope of its own, so the count of effects in that scope is the check's own.
@@ -87,6 +89,12 @@ pub trait Subject: Sync {
     fn send(&self, scope: &Self::Scope, call: Call<'_>) -> impl Future<Output = Response> + Send;
     /// Asks the application's key-status route about `key`, as `scope`.
     fn key_status(&self, scope: &Self::Scope, key: &str) -> impl Future<Output = Response> + Send;
+    /// A body for operation `op` that the work refuses with a 4xx of its own deciding (a room
+    /// taken, an unknown product): the refusal is stored and replayed like a success.
+    /// `None`: the suite does not check it for this operation.
+    fn refusal(&self, _op: usize) -> Option<Value> {
+        None
+    }
     /// How many times a keyed write took effect in `scope` (rows it made, say).
     fn effects(&self, scope: &Self::Scope) -> impl Future<Output = u64> + Send;
     /// How many requests wait at `gate` now.
@@ -119,6 +127,7 @@ pub async fn run_all<S: Subject>(subject: &S) {
         a_repeat_in_flight_is_409_with_retry_after(s).await;
         a_failed_key_is_retryable(s).await;
         a_database_error_in_the_work_leaves_the_key_open(s).await;
+        a_refusal_the_work_decides_is_stored_and_replayed(s).await;
         a_storm_on_one_key_executes_once(s, 8).await;
         an_expired_lease_is_taken_over_and_the_stale_holder_fenced(s).await;
         the_key_status_route_answers_the_callers_own_keys(s).await;
@@ -340,9 +349,61 @@ fn changed(body: &Value, path: &str) -> Value {
     body
 }
 
+/// `body`'s arrays, each grown by a copy of its first element, shrunk by its last, and
+/// with its first two swapped: the changes a fingerprint of one element would miss.
+fn array_changes(body: &Value) -> Vec<(String, Value)> {
+    let mut paths = Vec::new();
+    arrays(body, String::new(), &mut paths);
+    let mut changes = Vec::new();
+    for path in paths {
+        let mut with = |what: &str, change: &dyn Fn(&mut Vec<Value>)| {
+            let mut changed = body.clone();
+            if let Some(Value::Array(items)) = changed.pointer_mut(&path) {
+                change(items);
+            }
+            if changed != *body {
+                changes.push((format!("{path} {what}"), changed));
+            }
+        };
+        with("grown", &|items| items.push(items[0].clone()));
+        with("shrunk", &|items| {
+            if items.len() > 1 {
+                items.pop();
+            }
+        });
+        with("reordered", &|items| {
+            if items.len() > 1 {
+                items.swap(0, 1);
+            }
+        });
+    }
+    changes
+}
+
+/// The paths of `value`'s non-empty arrays.
+fn arrays(value: &Value, path: String, out: &mut Vec<String>) {
+    match value {
+        Value::Array(items) if !items.is_empty() => {
+            out.push(path.clone());
+            for (i, v) in items.iter().enumerate() {
+                arrays(v, format!("{path}/{i}"), out);
+            }
+        }
+        Value::Object(map) => {
+            for (k, v) in map {
+                arrays(v, format!("{path}/{k}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// A fingerprint that leaves out any one member of the body is found: each leaf of the
-/// body is changed alone, under the key of the completed request, and must not be answered
-/// with that request's reply.
+/// body is changed alone (and each array grown, shrunk and reordered), under the key of the
+/// completed request, and must be refused with 422 and not answered with that request's
+/// reply. A change is counted only when the same body under a fresh key is accepted (on a
+/// resource of its own), so a refusal about the body itself proves nothing; at least one
+/// change must count.
 pub async fn every_member_of_the_body_is_fingerprinted<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let (key, body) = (fresh_key(), on.body(1));
@@ -355,12 +416,55 @@ pub async fn every_member_of_the_body_is_fingerprinted<S: Subject>(on: &On<'_, S
     );
     let mut paths = Vec::new();
     leaves(&body, String::new(), &mut paths);
-    for path in paths.iter().filter(|p| !p.is_empty()) {
-        let sent = on
-            .send(&scope, Some(&key), &changed(&body, path), Fault::None)
+    let leaves = paths.iter().filter(|p| !p.is_empty());
+    let mut changes: Vec<(String, Value)> = leaves
+        .map(|path| (format!("{path} changed"), changed(&body, path)))
+        .collect();
+    changes.extend(array_changes(&body));
+    let (mut effects, mut counted) = (1, 0);
+    for (n, (what, changed)) in changes.iter().enumerate() {
+        let what = format!("the body with {what}");
+        let sent = on.send(&scope, Some(&key), changed, Fault::None).await;
+        let (status, replayed, _) = answer(sent).await;
+        assert_eq!(
+            replayed, None,
+            "op {}: {what} was answered with another request's reply",
+            on.op
+        );
+        assert!(status.is_client_error(), "op {}: {what}: {status}", on.op);
+        assert_eq!(
+            on.effects(&scope).await,
+            effects,
+            "op {}: {what} did something",
+            on.op
+        );
+        let target = 100 + n as u32;
+        let control = on
+            .send_to(&scope, target, Some(&fresh_key()), changed, Fault::None)
             .await;
-        not_a_replay(on, &scope, sent, &format!("the body with {path} changed")).await;
+        if control.status().is_success() {
+            effects += 1;
+            counted += 1;
+            assert_eq!(
+                status,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "op {}: {what}",
+                on.op
+            );
+        }
+        assert_eq!(
+            on.effects(&scope).await,
+            effects,
+            "op {}: {what}, under a fresh key",
+            on.op
+        );
     }
+    assert!(
+        counted > 0,
+        "op {}: no change of the body was accepted under a fresh key, so the check tested \
+         nothing: give body() a member that can change",
+        on.op
+    );
 }
 
 /// For an operation on a resource: the key of a completed request, sent to another
@@ -504,6 +608,51 @@ pub async fn a_database_error_in_the_work_leaves_the_key_open<S: Subject>(on: &O
     left_open(on, &scope, &key, failed, "a database error in the work").await;
 }
 
+/// A 4xx the work decides (409 included) is the answer for good: sent without `Retry-After`,
+/// stored with the key, replayed byte for byte, and the status route says `completed`.
+pub async fn a_refusal_the_work_decides_is_stored_and_replayed<S: Subject>(on: &On<'_, S>) {
+    let Some(body) = on.subject.refusal(on.op) else {
+        return;
+    };
+    let scope = on.subject.new_scope().await;
+    let key = fresh_key();
+    let first = on.send(&scope, Some(&key), &body, Fault::None).await;
+    let wait = header(&first, "retry-after");
+    let first = answer(first).await;
+    assert!(
+        first.0.is_client_error(),
+        "op {}: the refusal: {}",
+        on.op,
+        first.0
+    );
+    assert_eq!(
+        wait, None,
+        "op {}: a definitive refusal invites a retry",
+        on.op
+    );
+    let again = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
+    assert_eq!(
+        again.1.as_deref(),
+        Some("true"),
+        "op {}: the refusal was decided again, not replayed",
+        on.op
+    );
+    assert_eq!(
+        (again.0, &again.2),
+        (first.0, &first.2),
+        "op {}: the replay differs",
+        on.op
+    );
+    let state = on.state(&scope, &key).await.expect("the caller's own key");
+    assert_eq!(state["state"], "completed", "op {}: {state}", on.op);
+    assert_eq!(
+        state["response_status"],
+        first.0.as_u16(),
+        "op {}: {state}",
+        on.op
+    );
+}
+
 /// `n` requests with one key at the same instant (a barrier) execute once.
 pub async fn a_storm_on_one_key_executes_once<S: Subject>(on: &On<'_, S>, n: usize) {
     let scope = on.subject.new_scope().await;
@@ -514,10 +663,13 @@ pub async fn a_storm_on_one_key_executes_once<S: Subject>(on: &On<'_, S>, n: usi
         let (scope, key, body) = (&scope, &key, &body);
         async move {
             start.wait().await;
-            answer(on.send(scope, Some(key), body, Fault::None).await).await
+            let sent = on.send(scope, Some(key), body, Fault::None).await;
+            let retry_after = header(&sent, "retry-after");
+            (answer(sent).await, retry_after)
         }
     });
-    let answers = join_all(sends).await;
+    let (answers, waits): (Vec<Answer>, Vec<Option<String>>) =
+        join_all(sends).await.into_iter().unzip();
     let executed = answers
         .iter()
         .filter(|a| a.0.is_success() && a.1.is_none())
@@ -527,14 +679,34 @@ pub async fn a_storm_on_one_key_executes_once<S: Subject>(on: &On<'_, S>, n: usi
         "op {}: {executed} of {n} requests executed",
         on.op
     );
-    for (status, _, _) in &answers {
+    for ((status, _, _), wait) in answers.iter().zip(&waits) {
         assert!(
             status.is_success() || *status == StatusCode::CONFLICT,
             "a storm answer {status}"
         );
+        // A stored 409 (the work's "no") says nothing of when to come back; the protocol's
+        // "still running" does.
+        assert!(
+            status.is_success() || wait.is_some(),
+            "op {}: a storm's 409 without Retry-After: the work ran twice and refused once?",
+            on.op
+        );
     }
-    let last = on.send(&scope, Some(&key), &body, Fault::None).await;
-    assert!(last.status().is_success());
+    let last = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
+    assert!(
+        last.0.is_success(),
+        "op {}: after the storm: {}",
+        on.op,
+        last.0
+    );
+    let first = answers.iter().find(|a| a.0.is_success() && a.1.is_none());
+    if let Some(first) = first {
+        assert_eq!(
+            last.2, first.2,
+            "op {}: the replay is not the executed answer",
+            on.op
+        );
+    }
     assert_eq!(on.effects(&scope).await, 1, "{n} requests at once");
 }
 
@@ -578,10 +750,13 @@ pub async fn an_expired_lease_is_taken_over_and_the_stale_holder_fenced<S: Subje
         taken.0
     );
     assert_eq!(taken.1, None, "the takeover executed, it replays nothing");
+    let stale_wait = header(&stale, "retry-after");
     let stale = answer(stale).await;
-    // The stale holder's writes were rolled back: it answers with what the key holds.
+    // The stale holder's writes were rolled back: it answers with what the key holds (the
+    // taker's answer, or "still running", which says when to come back).
     assert!(
-        stale.0 == StatusCode::CONFLICT || stale.1.as_deref() == Some("true"),
+        (stale.0 == StatusCode::CONFLICT && stale_wait.is_some())
+            || stale.1.as_deref() == Some("true"),
         "the stale holder answered {} without a replay",
         stale.0
     );

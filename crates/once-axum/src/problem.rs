@@ -24,6 +24,10 @@
 //! 409: the key's first request is still running; `Retry-After` says when to ask again.
 //! ### key-quota
 //! 429: the scope claimed as many new keys in the last hour as it may.
+//! ### body-invalid
+//! 400, 415 or 422: the body is not JSON, not of the expected shape, or not sent as JSON.
+//! ### path-invalid
+//! 400: the path names no resource this route knows how to read (an id that is no id).
 //! ### data-refused
 //! 422: the database refused the request's data (a value out of range, a broken
 //! constraint): the request's own fault, stored with the key.
@@ -208,6 +212,27 @@ impl From<sqlx::Error> for Problem {
             }
             _ => Refusal::Store(e).into(),
         }
+    }
+}
+
+/// A body axum's `Json` refused (not JSON, another shape, another content type): its status
+/// (400, 415 or 422), `body-invalid`, nothing stored. A handler takes
+/// `Result<Json<T>, JsonRejection>` and answers `body?`.
+impl From<axum::extract::rejection::JsonRejection> for Problem {
+    fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
+        let status = rejection.status();
+        Self::new(status, "body-invalid", rejection.body_text())
+    }
+}
+
+/// A path axum's `Path` refused (an id that is no id): 400 `path-invalid`.
+impl From<axum::extract::rejection::PathRejection> for Problem {
+    fn from(rejection: axum::extract::rejection::PathRejection) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "path-invalid",
+            rejection.body_text(),
+        )
     }
 }
 

@@ -35,6 +35,10 @@ enum Break {
     ParamLeftOut,
     /// The note is written on the pool, outside the work's transaction.
     WritesOnThePool,
+    /// A refusal the work decides is left open, as if it were "not now".
+    RefusalsLeftOpen,
+    /// The fingerprint takes the first of the note's tags only.
+    FirstTagOnly,
 }
 
 #[derive(Clone, FromRef)]
@@ -101,12 +105,24 @@ async fn write(
     let scope = keyed.scope.0.clone();
     let req = match app.broken {
         Break::FieldLeftOut => keyed.request("POST /notes", &json!({ "title": body["title"] }))?,
+        Break::FirstTagOnly => {
+            let first =
+                json!({ "title": body["title"], "text": body["text"], "tags": [body["tags"][0]] });
+            keyed.request("POST /notes", &first)?
+        }
         _ => keyed.request("POST /notes", &body)?,
     };
     let (broken, map) = (app.broken, mapped(app.broken));
     Ok(app
         .executor
         .execute(req, move |db| async move {
+            if body["title"] == "taken" {
+                let taken = Problem::new(StatusCode::CONFLICT, "title-taken", "taken");
+                return Err(match broken {
+                    Break::RefusalsLeftOpen => taken.transient(),
+                    _ => taken,
+                });
+            }
             let mut tx = db.begin().await.map_err(map)?;
             let insert = sqlx::query("INSERT INTO notes (owner, body) VALUES ($1, $2)")
                 .bind(&scope)
@@ -231,9 +247,15 @@ impl Subject for Notes {
 
     fn body(&self, op: usize, n: u32) -> Value {
         match op {
-            0 => json!({ "title": format!("note {n}"), "text": format!("text {n}") }),
+            0 => {
+                json!({ "title": format!("note {n}"), "text": format!("text {n}"), "tags": ["a", "b"] })
+            }
             _ => json!({ "color": format!("color {n}") }),
         }
+    }
+
+    fn refusal(&self, op: usize) -> Option<Value> {
+        (op == 0).then(|| json!({ "title": "taken", "text": "" }))
     }
 
     async fn send(&self, caller: &String, call: Call<'_>) -> reqwest::Response {
@@ -349,6 +371,18 @@ async fn a_fingerprint_that_leaves_out_a_field_is_found() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_fingerprint_of_one_element_of_an_array_is_found() {
+    assert!(
+        fails(
+            Break::FirstTagOnly,
+            0,
+            check!(every_member_of_the_body_is_fingerprinted)
+        )
+        .await
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_status_route_with_another_scope_is_found() {
     assert!(
         fails(
@@ -391,6 +425,26 @@ async fn a_path_parameter_left_out_of_the_fingerprint_is_found() {
         .await
     );
     assert!(!fails(Break::Nothing, 1, check!(one_key_on_two_resources_is_422)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_refusal_left_open_is_found() {
+    assert!(
+        fails(
+            Break::RefusalsLeftOpen,
+            0,
+            check!(a_refusal_the_work_decides_is_stored_and_replayed)
+        )
+        .await
+    );
+    assert!(
+        !fails(
+            Break::Nothing,
+            0,
+            check!(a_refusal_the_work_decides_is_stored_and_replayed)
+        )
+        .await
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -46,6 +46,14 @@ async fn a_room_taken_and_a_second_cancel_are_answers_stored_and_replayed() {
     assert_eq!(repeat.status(), StatusCode::CONFLICT);
     assert!(replayed(&repeat), "a second cancel's refusal is stored");
 
+    // A cancelled night can be booked again; someone else's booking cannot be cancelled.
+    let night = json!({ "room": 7, "night": "2027-03-01", "guest": "Bea" });
+    let rebooked = post(&http, format!("{base}/bookings"), "third", night).await;
+    assert_eq!(rebooked.status(), StatusCode::CREATED, "the cancelled night is free again");
+    let theirs = http.post(format!("{base}/bookings/{id}/cancel")).header("x-api-key", "hotel-2");
+    let theirs = theirs.header("idempotency-key", "k").json(&json!({ "reason": "x" })).send().await.unwrap();
+    assert_eq!(theirs.status(), StatusCode::NOT_FOUND, "another hotel's booking is no booking of theirs");
+
     let status = http.get(format!("{base}/idempotency-keys/second")).header("x-api-key", "hotel-1");
     let status: Value = status.send().await.unwrap().json().await.unwrap();
     assert_eq!((status["state"].as_str(), status["response_status"].as_u64()), (Some("completed"), Some(409)));
@@ -53,12 +61,13 @@ async fn a_room_taken_and_a_second_cancel_are_answers_stored_and_replayed() {
 }
 
 #[tokio::test]
-async fn bad_input_is_refused_before_anything_is_stored() {
+async fn bad_input_books_nothing_and_shows_no_database_text() {
     let (test_db, base) = start(|executor| executor).await;
     let http = Client::new();
     let bad_date =
         post(&http, format!("{base}/bookings"), "bad", json!({ "room": 1, "night": "never", "guest": "A" })).await;
     assert_eq!(bad_date.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(bad_date.headers()["content-type"], "application/problem+json");
     let problem: Value = bad_date.json().await.unwrap();
     assert!(!problem.to_string().contains("date/time"), "no database text reaches the client: {problem}");
     let no_key = http.post(format!("{base}/bookings")).header("x-api-key", "hotel-1");

@@ -33,7 +33,7 @@ impl Bookings {
         }
         let id: Uuid = sqlx::query_scalar(
             "INSERT INTO bookings (owner, room, night, guest) VALUES ($1, $2, '2030-01-01', 'fixture')
-         ON CONFLICT ON CONSTRAINT bookings_room_night_key DO UPDATE SET guest = excluded.guest RETURNING id",
+         ON CONFLICT (owner, room, night) WHERE cancelled_at IS NULL DO UPDATE SET guest = excluded.guest RETURNING id",
         )
         .bind(&hotel.api_key)
         .bind(1000 + target as i32)
@@ -65,6 +65,11 @@ impl Subject for Bookings {
             0 => json!({ "room": n, "night": "2027-01-01", "guest": "Ada" }),
             _ => json!({ "reason": format!("plans changed, {n}") }),
         }
+    }
+
+    fn refusal(&self, op: usize) -> Option<Value> {
+        // A room the database refuses (its check constraint): the request's own fault.
+        (op == 0).then(|| json!({ "room": -1, "night": "2027-01-01", "guest": "Ada" }))
     }
 
     async fn send(&self, hotel: &Hotel, call: Call<'_>) -> reqwest::Response {

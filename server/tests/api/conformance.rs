@@ -28,6 +28,10 @@ impl Subject for Shop {
         json!({ "items": [{ "sku": "MUG-001", "quantity": n }] })
     }
 
+    fn refusal(&self, _op: usize) -> Option<Value> {
+        Some(json!({ "items": [{ "sku": "NO-SUCH-SKU", "quantity": 1 }] }))
+    }
+
     async fn send(&self, client: &Client, call: Call<'_>) -> reqwest::Response {
         let mut request = client.post(self.0.url("/api/orders")).json(call.body);
         if let Some(key) = call.key {
