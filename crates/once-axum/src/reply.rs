@@ -9,7 +9,9 @@ use once_core::StoredResponse;
 use serde::Serialize;
 
 /// A definitive outcome of the work: status, headers and body, stored with the key and
-/// replayed byte for byte. Usually a success; a refusal whose transaction must still
+/// replayed byte for byte. A `Reply` is always definitive when its status is (a 2xx, a 4xx
+/// other than 408 and 429): an answer that means "not now" is an error of the work's
+/// ([`crate::ProtocolError::is_stored`]), never a `Reply`. Usually a success; a refusal whose transaction must still
 /// commit (a declined card is recorded as a failed payment) is a `Reply` too.
 #[derive(Clone, Debug)]
 pub struct Reply {

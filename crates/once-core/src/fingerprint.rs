@@ -68,6 +68,11 @@ impl FingerprintKeys {
     /// parameters, or any other part of the request that the body does not carry), with
     /// `body`. Without parameters it is exactly [`FingerprintKeys::of`]'s, so keys stored
     /// before an operation named its parameters still match.
+    ///
+    /// `operation` is the application's constant (`POST /bookings/{id}/cancel`), never text
+    /// from the request, and holds no line feed: the parts are separated by line feeds,
+    /// which JSON text never holds raw. A request's own values go into `params`, whose names
+    /// are distinct.
     pub fn of_operation(
         &self,
         method: &Method,
@@ -75,6 +80,7 @@ impl FingerprintKeys {
         params: &[(&str, &str)],
         body: &Value,
     ) -> Fingerprint {
+        debug_assert!(!operation.contains('\n'), "an operation holds no line feed");
         let body = canonical_json(body);
         // JSON text never holds a raw line feed, so the parts cannot run into each other.
         let params = (!params.is_empty()).then(|| {
