@@ -45,7 +45,7 @@ async fn book(
     Ok(app.executor.execute(req, move |db| async move {
         let mut tx = db.begin().await?;
         let id: Option<Uuid> = sqlx::query_scalar("INSERT INTO bookings (owner, room, night, guest) VALUES ($1, $2, $3, $4) ON CONFLICT (owner, room, night) WHERE cancelled_at IS NULL DO NOTHING RETURNING id")
-            .bind(&owner).bind(b.room).bind(&b.night).bind(&b.guest).fetch_optional(&mut *tx).await?;
+            .bind(&owner).bind(b.room).bind(b.night).bind(&b.guest).fetch_optional(&mut *tx).await?;
         let id = id.ok_or(Problem::new(StatusCode::CONFLICT, "room-taken", "That room is booked that night."))?;
         Ok((tx, Reply::json(StatusCode::CREATED, &json!({ "id": id, "booking": b }))?))
     }).await)
