@@ -5,16 +5,19 @@
 //!   scope once ([`Scoped`]); the handlers and the key-status route
 //!   ([`crate::status::router`]) then read the same scope by construction.
 //! * [`RequestKey`]: the key alone, for an application that finds its scope its own way.
+//! * [`HeaderScope`]: a ready scope, one request header's value (an API key).
+//! * [`JsonBody`] and [`PathParams`]: axum's `Json` and `Path`, refused as a [`Problem`].
 
 use std::marker::PhantomData;
 
 use axum::{
-    extract::{FromRef, FromRequestParts},
-    http::{request::Parts, Method},
+    extract::{FromRef, FromRequest, FromRequestParts, Path, Request},
+    http::{request::Parts, Method, StatusCode},
     response::{IntoResponse, Response},
+    Json,
 };
 use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyError};
-use serde::Serialize;
+use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{problem::ProtocolError, refusal::Refusal, Problem};
 
@@ -193,5 +196,99 @@ where
             .await
             .map_err(IntoResponse::into_response)?;
         Ok(Self { scope, key })
+    }
+}
+
+/// The request header a [`HeaderScope`] reads.
+pub trait ScopeHeader: Send + Sync + 'static {
+    /// The header's name, in lower case (`"x-api-key"`).
+    const NAME: &'static str;
+}
+
+/// The longest scope a [`HeaderScope`] takes, in bytes: it is stored with every key.
+pub const SCOPE_MAX_LEN: usize = 200;
+
+/// A scope read from the request header `H::NAME`: callers that send different values are
+/// kept apart, as an API key does. A missing or empty header is refused 401 `scope-missing`,
+/// one longer than [`SCOPE_MAX_LEN`] bytes or outside visible ASCII 400 `scope-invalid`.
+///
+/// The value is stored as it came, as the scope of each key. It tells callers apart and
+/// proves nothing: behind something that authenticates callers, or after checking the value,
+/// scope by the identity it proves.
+///
+/// ```
+/// use once_axum::{extract::ScopeHeader, HeaderScope, Scoped};
+///
+/// struct XApiKey;
+/// impl ScopeHeader for XApiKey { const NAME: &'static str = "x-api-key"; }
+///
+/// #[derive(Clone)]
+/// struct App;
+/// impl Scoped for App { type Scope = HeaderScope<XApiKey>; }
+/// ```
+pub struct HeaderScope<H> {
+    value: String,
+    header: PhantomData<fn() -> H>,
+}
+
+impl<H> Scope for HeaderScope<H> {
+    fn scope(&self) -> &str {
+        &self.value
+    }
+}
+
+impl<H: ScopeHeader, S: Sync> FromRequestParts<S> for HeaderScope<H> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
+        let missing = || {
+            let detail = format!("Send your {} header.", H::NAME);
+            Problem::new(StatusCode::UNAUTHORIZED, "scope-missing", detail)
+        };
+        let header = parts.headers.get(H::NAME).ok_or_else(missing)?;
+        if header.is_empty() {
+            return Err(missing());
+        }
+        let value = header
+            .to_str()
+            .ok()
+            .filter(|v| v.len() <= SCOPE_MAX_LEN)
+            .ok_or_else(|| {
+                let detail = format!(
+                    "{} is visible ASCII of at most {SCOPE_MAX_LEN} bytes.",
+                    H::NAME
+                );
+                Problem::new(StatusCode::BAD_REQUEST, "scope-invalid", detail)
+            })?;
+        Ok(Self {
+            value: value.to_owned(),
+            header: PhantomData,
+        })
+    }
+}
+
+/// A JSON request body, as axum's `Json` reads it, refused as a [`Problem`]
+/// (`body-invalid`: 400, 415 or 422) so that a handler needs no rejection of its own.
+pub struct JsonBody<T>(pub T);
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = Problem;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Problem> {
+        let Json(body) = Json::<T>::from_request(request, state).await?;
+        Ok(Self(body))
+    }
+}
+
+/// A path's parameters, as axum's `Path` reads them, refused as a [`Problem`]
+/// (`path-invalid`, 400).
+pub struct PathParams<T>(pub T);
+
+impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for PathParams<T> {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        let Path(params) = Path::<T>::from_request_parts(parts, state).await?;
+        Ok(Self(params))
     }
 }

@@ -3,7 +3,8 @@
 //! a repeated request takes effect exactly once, and its answer is stored with the key in
 //! the work's own transaction.
 //!
-//! * [`Keyed`] / [`RequestKey`]: the `Idempotency-Key` extractors, with the caller's scope.
+//! * [`Keyed`] / [`RequestKey`]: the `Idempotency-Key` extractors, with the caller's scope;
+//!   [`HeaderScope`], a ready scope; [`JsonBody`] / [`PathParams`], refusing as a [`Problem`].
 //! * [`Executor`]: claim the key, run the work, complete the key in the work's transaction
 //!   fenced on the lease, or leave it open for the retry; [`executor::overlap`] is the
 //!   opt-in overlapped claim.
@@ -34,7 +35,7 @@ pub mod reply;
 pub mod status;
 
 pub use executor::{Executor, PgTx, Worked};
-pub use extract::{Keyed, RequestKey, Scope, Scoped};
+pub use extract::{HeaderScope, JsonBody, Keyed, PathParams, RequestKey, Scope, Scoped};
 pub use faults::Faults;
 pub use hooks::{Counted, Hooks, NoHooks, Repeat};
 pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyedOperation};

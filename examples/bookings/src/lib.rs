@@ -1,13 +1,20 @@
 //! Bookings: `POST /bookings` books a room for a night, `POST /bookings/{id}/cancel` cancels
 //! a booking; each takes effect once per `Idempotency-Key`, in the scope of the caller's
 //! `X-Api-Key`. A taken room and a second cancel are answers, stored and replayed (409).
-use axum::extract::rejection::{JsonRejection, PathRejection};
-use axum::extract::{FromRef, FromRequestParts, Path, State};
-use axum::{http::request::Parts, http::StatusCode, response::Response, routing::post, Json, Router};
-use once_axum::{Executor, FingerprintKeys, Keyed, Problem, Reply, Scope, Scoped};
+use axum::{extract::FromRef, extract::State, http::StatusCode, response::Response, routing::post, Router};
+use once_axum::extract::ScopeHeader;
+use once_axum::{Executor, FingerprintKeys, HeaderScope, JsonBody, Keyed, PathParams, Problem, Reply, Scoped};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
+
+/// The scope: the caller's `X-Api-Key`. It tells callers apart; it proves nothing: put the
+/// service behind what authenticates its callers, or check the key.
+pub struct XApiKey;
+impl ScopeHeader for XApiKey {
+    const NAME: &'static str = "x-api-key";
+}
+type ApiKey = HeaderScope<XApiKey>;
 
 #[derive(Clone, FromRef)]
 pub struct App {
@@ -37,9 +44,8 @@ pub struct Booking {
 async fn book(
     State(app): State<App>,
     keyed: Keyed<ApiKey>,
-    b: Result<Json<Booking>, JsonRejection>,
+    JsonBody(b): JsonBody<Booking>,
 ) -> Result<Response, Problem> {
-    let Json(b) = b?;
     let req = keyed.request("POST /bookings", &b)?;
     let owner = req.scope.clone();
     Ok(app.executor.execute(req, move |db| async move {
@@ -59,10 +65,9 @@ pub struct Cancel {
 async fn cancel(
     State(app): State<App>,
     keyed: Keyed<ApiKey>,
-    id: Result<Path<Uuid>, PathRejection>,
-    c: Result<Json<Cancel>, JsonRejection>,
+    PathParams(id): PathParams<Uuid>,
+    JsonBody(c): JsonBody<Cancel>,
 ) -> Result<Response, Problem> {
-    let (Path(id), Json(c)) = (id?, c?);
     let req = keyed.request_on("POST /bookings/{id}/cancel", &[("id", &id.to_string())], &c)?;
     let owner = req.scope.clone();
     Ok(app.executor.execute(req, move |db| async move {
@@ -73,24 +78,4 @@ async fn cancel(
         if done == 0 { return Err(Problem::new(StatusCode::CONFLICT, "cancelled-already", "That booking is cancelled.")); }
         Ok((tx, Reply::json(StatusCode::OK, &json!({ "id": id, "cancelled": c.reason }))?))
     }).await)
-}
-
-/// The scope: the caller's API key. It tells callers apart; it proves nothing: put the
-/// service behind what authenticates its callers, or check the key here.
-pub struct ApiKey(String);
-impl Scope for ApiKey {
-    fn scope(&self) -> &str {
-        &self.0
-    }
-}
-impl<S: Sync> FromRequestParts<S> for ApiKey {
-    type Rejection = Problem;
-    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
-        let key = parts.headers.get("x-api-key").and_then(|v| v.to_str().ok()).filter(|k| !k.is_empty());
-        key.map(|k| ApiKey(k.to_owned())).ok_or(Problem::new(
-            StatusCode::UNAUTHORIZED,
-            "api-key-missing",
-            "Send your X-Api-Key.",
-        ))
-    }
 }

@@ -2,11 +2,12 @@
 //! database of its own, for both of its operations: booking, and cancelling a booking (an
 //! operation on a resource its path names).
 
-use std::{collections::HashMap, sync::Mutex, time::Duration};
+use std::{collections::HashMap, time::Duration};
 
 use once_axum::conformance::{run_all, Call, Fault, Gates, Subject};
 use serde_json::{json, Value};
 use sqlx::PgPool;
+use tokio::sync::Mutex;
 use uuid::Uuid;
 
 mod common;
@@ -26,9 +27,12 @@ struct Hotel {
 }
 
 impl Bookings {
-    /// The booking `target` of `hotel`, made directly in the table (not an effect).
+    /// The booking `target` of `hotel`, made directly in the table (not an effect). The map
+    /// stays locked while the row is made: a storm's requests all name the one booking, even
+    /// when the first of them has already cancelled it (a cancelled night can be booked again).
     async fn booking(&self, hotel: &Hotel, target: u32) -> Uuid {
-        if let Some(id) = hotel.to_cancel.lock().unwrap().get(&target) {
+        let mut to_cancel = hotel.to_cancel.lock().await;
+        if let Some(id) = to_cancel.get(&target) {
             return *id;
         }
         let id: Uuid = sqlx::query_scalar(
@@ -40,7 +44,7 @@ impl Bookings {
         .fetch_one(&self.db)
         .await
         .expect("a booking to cancel");
-        hotel.to_cancel.lock().unwrap().insert(target, id);
+        to_cancel.insert(target, id);
         id
     }
 }
