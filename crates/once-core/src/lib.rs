@@ -8,6 +8,7 @@
 //!   rotating secrets, so a key reused with another body is told apart.
 //! * [`request`]: one request under the protocol: scope, key, operation, fingerprint.
 //! * [`outcome`]: the one rule for which answers a key stores and replays.
+//! * [`prefer`]: the `Prefer: wait` a repeat may send, to wait for the running original.
 //! * [`stored`]: an answer as stored with its key, replayed byte for byte.
 
 #![doc = include_str!("../README.md")]
@@ -16,6 +17,7 @@
 pub mod fingerprint;
 pub mod key;
 pub mod outcome;
+pub mod prefer;
 pub mod request;
 pub mod stored;
 

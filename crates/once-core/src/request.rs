@@ -1,6 +1,8 @@
 //! One request under the protocol: who sent it (the scope), with which key, for which
 //! operation, with which fingerprint.
 
+use std::time::Duration;
+
 use http::Method;
 use serde_json::Value;
 
@@ -25,6 +27,9 @@ pub struct IdempotentRequest {
     pub operation: String,
     /// What tells this request apart from another under the same key.
     pub fingerprint: Fingerprint,
+    /// How long the client will wait for the answer of its key's request if that request is
+    /// still running (`Prefer: wait`, see [`crate::prefer`]); `None`: it is told at once.
+    pub wait: Option<Duration>,
 }
 
 /// A key as used for an operation in a scope, without the request's body: what a repeat is
@@ -88,6 +93,14 @@ impl IdempotentRequest {
             key,
             method,
             operation: operation.to_owned(),
+            wait: None,
         }
+    }
+
+    /// The same request, waiting up to `wait` for a running request of its key
+    /// (`Prefer: wait`, see [`crate::prefer`]).
+    pub fn with_wait(mut self, wait: Option<Duration>) -> Self {
+        self.wait = wait;
+        self
     }
 }
