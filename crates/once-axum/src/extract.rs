@@ -209,15 +209,18 @@ pub trait ScopeHeader: Send + Sync + 'static {
 pub const SCOPE_MAX_LEN: usize = 200;
 
 /// A scope read from the request header `H::NAME`: callers that send different values are
-/// kept apart, as an API key does. A missing or empty header is refused 401 `scope-missing`,
-/// one longer than [`SCOPE_MAX_LEN`] bytes or outside visible ASCII 400 `scope-invalid`.
+/// kept apart, as an API key does. A missing or empty header is refused 400 `scope-missing`;
+/// a header sent twice, or one longer than [`SCOPE_MAX_LEN`] bytes or not all visible ASCII
+/// (no space, no tab), 400 `scope-invalid`.
 ///
 /// The value is stored as it came, as the scope of each key. It tells callers apart and
-/// proves nothing: behind something that authenticates callers, or after checking the value,
-/// scope by the identity it proves.
+/// proves nothing: any caller may send any value, so it neither authenticates nor bounds a
+/// caller's keys (a new value is a new scope, with a quota of its own), and a value may equal
+/// a scope another [`Scope`] of the same key table stores. Behind something that
+/// authenticates callers, or after checking the value, scope by the identity it proves.
 ///
 /// ```
-/// use once_axum::{extract::ScopeHeader, HeaderScope, Scoped};
+/// use once_axum::{HeaderScope, ScopeHeader, Scoped};
 ///
 /// struct XApiKey;
 /// impl ScopeHeader for XApiKey { const NAME: &'static str = "x-api-key"; }
@@ -226,6 +229,7 @@ pub const SCOPE_MAX_LEN: usize = 200;
 /// struct App;
 /// impl Scoped for App { type Scope = HeaderScope<XApiKey>; }
 /// ```
+#[derive(Clone, Debug)]
 pub struct HeaderScope<H> {
     value: String,
     header: PhantomData<fn() -> H>,
@@ -241,34 +245,32 @@ impl<H: ScopeHeader, S: Sync> FromRequestParts<S> for HeaderScope<H> {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Problem> {
-        let missing = || {
-            let detail = format!("Send your {} header.", H::NAME);
-            Problem::new(StatusCode::UNAUTHORIZED, "scope-missing", detail)
+        let invalid = || {
+            let detail = format!(
+                "Send {} once, as visible ASCII of at most {SCOPE_MAX_LEN} bytes.",
+                H::NAME
+            );
+            Problem::new(StatusCode::BAD_REQUEST, "scope-invalid", detail)
         };
-        let header = parts.headers.get(H::NAME).ok_or_else(missing)?;
-        if header.is_empty() {
-            return Err(missing());
+        let mut values = parts.headers.get_all(H::NAME).iter();
+        let value = values.next().filter(|v| !v.is_empty()).ok_or_else(|| {
+            let detail = format!("Send your {} header.", H::NAME);
+            Problem::new(StatusCode::BAD_REQUEST, "scope-missing", detail)
+        })?;
+        let visible = value.as_bytes().iter().all(u8::is_ascii_graphic);
+        if values.next().is_some() || !visible || value.len() > SCOPE_MAX_LEN {
+            return Err(invalid());
         }
-        let value = header
-            .to_str()
-            .ok()
-            .filter(|v| v.len() <= SCOPE_MAX_LEN)
-            .ok_or_else(|| {
-                let detail = format!(
-                    "{} is visible ASCII of at most {SCOPE_MAX_LEN} bytes.",
-                    H::NAME
-                );
-                Problem::new(StatusCode::BAD_REQUEST, "scope-invalid", detail)
-            })?;
+        let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         Ok(Self {
-            value: value.to_owned(),
+            value,
             header: PhantomData,
         })
     }
 }
 
 /// A JSON request body, as axum's `Json` reads it, refused as a [`Problem`]
-/// (`body-invalid`: 400, 415 or 422) so that a handler needs no rejection of its own.
+/// (`body-invalid`: 400, 413, 415 or 422) so that a handler needs no rejection of its own.
 pub struct JsonBody<T>(pub T);
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {

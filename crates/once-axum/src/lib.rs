@@ -35,7 +35,9 @@ pub mod reply;
 pub mod status;
 
 pub use executor::{Executor, PgTx, Worked};
-pub use extract::{HeaderScope, JsonBody, Keyed, PathParams, RequestKey, Scope, Scoped};
+pub use extract::{
+    HeaderScope, JsonBody, Keyed, PathParams, RequestKey, Scope, ScopeHeader, Scoped,
+};
 pub use faults::Faults;
 pub use hooks::{Counted, Hooks, NoHooks, Repeat};
 pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyedOperation};

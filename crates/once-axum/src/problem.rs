@@ -24,8 +24,13 @@
 //! 409: the key's first request is still running; `Retry-After` says when to ask again.
 //! ### key-quota
 //! 429: the scope claimed as many new keys in the last hour as it may.
+//! ### scope-missing
+//! 400: the header that names the caller's scope ([`crate::HeaderScope`]) is missing or empty.
+//! ### scope-invalid
+//! 400: that header was sent twice, or is too long, or not all visible ASCII.
 //! ### body-invalid
-//! 400, 415 or 422: the body is not JSON, not of the expected shape, or not sent as JSON.
+//! 400, 413, 415 or 422: the body is not JSON, too large, not of the expected shape, or not
+//! sent as JSON.
 //! ### path-invalid
 //! 400: the path names no resource this route knows how to read (an id that is no id).
 //! ### data-refused
@@ -216,8 +221,8 @@ impl From<sqlx::Error> for Problem {
 }
 
 /// A body axum's `Json` refused (not JSON, another shape, another content type): its status
-/// (400, 415 or 422), `body-invalid`, nothing stored. A handler takes
-/// `Result<Json<T>, JsonRejection>` and answers `body?`.
+/// (400, 413, 415 or 422), `body-invalid`, nothing stored. A handler takes
+/// [`crate::JsonBody`], or `Result<Json<T>, JsonRejection>` and answers `body?`.
 impl From<axum::extract::rejection::JsonRejection> for Problem {
     fn from(rejection: axum::extract::rejection::JsonRejection) -> Self {
         let status = rejection.status();

@@ -6,7 +6,7 @@ use axum::{
     routing::post,
     Router,
 };
-use once_axum::{extract::ScopeHeader, HeaderScope, JsonBody, PathParams, Scope};
+use once_axum::{HeaderScope, JsonBody, PathParams, Scope, ScopeHeader};
 use serde_json::Value;
 use tower::ServiceExt;
 
@@ -31,8 +31,18 @@ async fn answer(
     content_type: &str,
     body: &str,
 ) -> (StatusCode, String, String) {
+    answer_with(path, scope.into_iter().collect(), content_type, body).await
+}
+
+/// The answer to a POST to `path` with a scope header for each of `scopes`.
+async fn answer_with(
+    path: &str,
+    scopes: Vec<&[u8]>,
+    content_type: &str,
+    body: &str,
+) -> (StatusCode, String, String) {
     let mut request = Request::post(path).header("content-type", content_type);
-    if let Some(scope) = scope {
+    for scope in scopes {
         request = request.header("x-api-key", scope);
     }
     let response = routes()
@@ -80,10 +90,10 @@ async fn good_input_is_taken_as_it_came() {
 }
 
 #[tokio::test]
-async fn a_missing_or_empty_scope_header_is_401() {
+async fn a_missing_or_empty_scope_header_is_400() {
     for scope in [None, Some(&b""[..])] {
         let (status, kind, body) = answer("/things/7", scope, "application/json", "{}").await;
-        assert_eq!(status, StatusCode::UNAUTHORIZED, "{scope:?}");
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{scope:?}");
         assert_eq!(problem_type(&kind, &body), "scope-missing");
         assert!(
             body.contains("x-api-key"),
@@ -96,7 +106,13 @@ async fn a_missing_or_empty_scope_header_is_401() {
 async fn a_scope_too_long_or_not_visible_ascii_is_400() {
     let long = vec![b'k'; once_axum::extract::SCOPE_MAX_LEN + 1];
     let longest = vec![b'k'; once_axum::extract::SCOPE_MAX_LEN];
-    for scope in [&long[..], &b"caf\xc3\xa9"[..]] {
+    for scope in [
+        &long[..],
+        &b"caf\xc3\xa9"[..],
+        &b"k 1"[..],
+        &b"k1\t"[..],
+        &b" "[..],
+    ] {
         let (status, kind, body) = answer("/things/7", Some(scope), "application/json", "{}").await;
         assert_eq!(status, StatusCode::BAD_REQUEST);
         assert_eq!(problem_type(&kind, &body), "scope-invalid");
@@ -135,4 +151,26 @@ async fn a_bad_body_or_path_is_a_problem_not_plain_text() {
         assert_eq!(status, want, "{path} {content_type} {sent}: {body}");
         assert_eq!(problem_type(&kind, &body), name);
     }
+}
+
+#[tokio::test]
+async fn a_scope_header_sent_twice_is_400_not_either_scope() {
+    let (status, kind, body) = answer_with(
+        "/things/7",
+        vec![&b"first"[..], &b"second"[..]],
+        "application/json",
+        "{}",
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(problem_type(&kind, &body), "scope-invalid");
+}
+
+#[tokio::test]
+async fn a_body_too_large_or_of_another_shape_is_a_problem() {
+    let huge = format!("[{}0]", "0,".repeat(1_100_000));
+    let (status, kind, body) =
+        answer("/things/7", Some(b"hotel-1"), "application/json", &huge).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(problem_type(&kind, &body), "body-invalid");
 }

@@ -76,7 +76,7 @@ async fn bad_input_books_nothing_and_shows_no_database_text() {
     assert_eq!(no_key.headers()["content-type"], "application/problem+json");
     let no_scope = http.post(format!("{base}/bookings")).header("idempotency-key", "k");
     let no_scope = no_scope.json(&json!({ "room": 1, "night": "2027-01-01", "guest": "A" })).send().await.unwrap();
-    assert_eq!(no_scope.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(no_scope.status(), StatusCode::BAD_REQUEST);
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM bookings").fetch_one(&test_db.pool).await.unwrap();
     assert_eq!(count, 0);
     test_db.drop_it().await;
