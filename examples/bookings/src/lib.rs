@@ -2,7 +2,8 @@
 //! a booking; each takes effect once per `Idempotency-Key`, in the scope of the caller's
 //! `X-Api-Key`. A taken room and a second cancel are answers, stored and replayed (409).
 use axum::{extract::FromRef, extract::State, http::StatusCode, response::Response, routing::post, Router};
-use once_axum::{Executor, FingerprintKeys, HeaderScope, JsonBody, Keyed, PathParams, Problem, Reply, ScopeHeader, Scoped};
+use once_axum::{Executor, FingerprintKeys, HeaderScope, JsonBody, Keyed, PathParams, Problem, Reply};
+use once_axum::{ScopeHeader, Scoped};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use uuid::Uuid;
