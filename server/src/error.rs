@@ -252,6 +252,11 @@ impl From<Refusal> for ApiError {
             },
             Refusal::Store(e) => e.into(),
             Refusal::Panicked(what) => Self::Internal(anyhow::anyhow!(what)),
+            stopping @ Refusal::Stopping => Self::Refused {
+                status: stopping.status(),
+                problem: stopping.problem_type(),
+                detail: stopping.detail(),
+            },
             other => Self::Internal(anyhow::anyhow!("{other:?}")),
         }
     }

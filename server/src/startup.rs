@@ -19,6 +19,7 @@ use tower_http::{
 };
 
 use app::site_files::SiteFiles;
+use once_axum::Waits;
 use once_core::FingerprintKeys;
 use once_events::bus;
 use tokio_util::sync::CancellationToken;
@@ -65,14 +66,19 @@ impl Application {
                 config.db_limits.statement_timeout,
             ),
             repeats,
-            db,
             leptos: Arc::new(config.leptos.clone()),
             site: Arc::new(SiteFiles::of(&config.leptos)),
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
             provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
             fingerprints: FingerprintKeys::new(&config.fingerprint_secrets)?,
+            waits: Waits::start(
+                db.clone(),
+                config.idempotency_waits.limits(),
+                config.idempotency_waits.longest,
+            ),
             config: Arc::new(config),
+            db,
         };
         let throttle = throttle::Throttle::new(&state.config.limits);
         let router = router(state.clone(), throttle.clone()).await?;
@@ -141,6 +147,13 @@ impl Application {
             FORGET_IDLE_CLIENTS_EVERY,
         ));
         let limits = &self.state.config.limits;
+        // Waiting repeats are answered (503, retry) as the stop begins, not held until the
+        // drain's end.
+        let waits = self.state.waits.clone();
+        let shutdown = async move {
+            shutdown.await;
+            waits.close();
+        };
         let served = connections::serve(
             self.listener,
             self.router,

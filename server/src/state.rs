@@ -6,6 +6,7 @@ use std::sync::Arc;
 use app::site_files::SiteFiles;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
+use once_axum::Waits;
 use once_core::FingerprintKeys;
 use sqlx::PgPool;
 
@@ -35,6 +36,8 @@ pub struct AppState {
     pub faults: Faults,
     pub provider: ProviderClient,
     pub bus: Arc<dyn Bus>,
+    /// This instance's repeats waiting for their key's running request (`Prefer: wait`).
+    pub waits: Waits,
     /// The secrets request fingerprints are keyed with (`once_core::fingerprint`).
     pub fingerprints: FingerprintKeys,
 }

@@ -33,6 +33,12 @@ pub trait Scope {
 pub trait Scoped: Clone + Send + Sync + 'static {
     /// The extractor of the caller's scope.
     type Scope: Scope + FromRequestParts<Self> + Send;
+
+    /// The waits of the state's executor, if it has any: the key-status route then answers
+    /// a `Prefer: wait` as a long poll. None by default.
+    fn waits(&self) -> Option<crate::executor::wait::Waits> {
+        None
+    }
 }
 
 /// A route's `Idempotency-Key`, required: a missing or malformed header is refused with the
@@ -40,6 +46,8 @@ pub trait Scoped: Clone + Send + Sync + 'static {
 pub struct RequestKey<E = Problem> {
     /// The key the client sent.
     pub key: IdempotencyKey,
+    /// How long the client waits for a running request of its key (`Prefer: wait`).
+    pub wait: Option<std::time::Duration>,
     method: Method,
     fingerprints: FingerprintKeys,
     error: PhantomData<fn() -> E>,
@@ -75,6 +83,7 @@ impl<E> RequestKey<E> {
             params,
             body,
         )
+        .with_wait(self.wait)
     }
 }
 
@@ -96,11 +105,23 @@ where
         let text = String::from_utf8_lossy(header.as_bytes());
         Ok(Self {
             key: IdempotencyKey::parse(&text).map_err(Refusal::KeyMalformed)?,
+            wait: prefer_wait(&parts.headers),
             method: parts.method.clone(),
             fingerprints: FingerprintKeys::from_ref(state),
             error: PhantomData,
         })
     }
+}
+
+/// The `wait` of a request's `Prefer` headers (see [`once_core::prefer`]); a header that is
+/// not text is ignored, like any preference not understood.
+pub fn prefer_wait(headers: &axum::http::HeaderMap) -> Option<std::time::Duration> {
+    once_core::prefer::wait(
+        headers
+            .get_all("prefer")
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    )
 }
 
 /// The caller's scope and `Idempotency-Key`, for a state that is [`Scoped`] by `Sc`: a

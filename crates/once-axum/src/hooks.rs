@@ -29,6 +29,8 @@ pub enum Counted {
     RetryAfterFailure,
     /// A completion refused because the lease had been taken over.
     Fenced,
+    /// A repeat that waited (`Prefer: wait`) for its key's running request.
+    Waited,
 }
 
 /// A repeat of a request the key table knows, answered from the table without running

@@ -7,7 +7,8 @@
 //!   [`HeaderScope`], a ready scope; [`JsonBody`] / [`PathParams`], refusing as a [`Problem`].
 //! * [`Executor`]: claim the key, run the work, complete the key in the work's transaction
 //!   fenced on the lease, or leave it open for the retry; [`executor::overlap`] is the
-//!   opt-in overlapped claim.
+//!   opt-in overlapped claim; [`Waits`] lets a repeat wait for its running original
+//!   (`Prefer: wait`), woken by the database.
 //! * [`Problem`]: a ready `application/problem+json` error; [`Refusal`], the protocol's
 //!   own answers; [`ProtocolError`], for an application's own error type.
 //! * [`Hooks`]: an application's first read, metrics and journal; [`Faults`]: test-time
@@ -34,7 +35,7 @@ pub mod refusal;
 pub mod reply;
 pub mod status;
 
-pub use executor::{Executor, PgTx, Worked};
+pub use executor::{wait::Waits, Executor, PgTx, Worked};
 pub use extract::{
     HeaderScope, JsonBody, Keyed, PathParams, RequestKey, Scope, ScopeHeader, Scoped,
 };

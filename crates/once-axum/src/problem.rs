@@ -21,7 +21,8 @@
 //! ### idempotency-key-unknown
 //! 404: the scope never used the key, or it was purged (the key-status route).
 //! ### request-in-progress
-//! 409: the key's first request is still running; `Retry-After` says when to ask again.
+//! 409: the key's first request is still running (still, at the end of the wait a
+//! `Prefer: wait` asked for); `Retry-After` says when to ask again.
 //! ### key-quota
 //! 429: the scope claimed as many new keys in the last hour as it may.
 //! ### scope-missing
@@ -40,6 +41,9 @@
 //! 503: the key table (or the work's database) could not be reached; retry the same key.
 //! ### internal-error
 //! 500: the work panicked; retry the same key.
+//! ### server-stopping
+//! 503: the server stopped while the request waited (`Prefer: wait`) for its key's running
+//! request; retry the same key.
 
 use std::borrow::Cow;
 

@@ -31,6 +31,9 @@ pub enum Refusal {
     Store(sqlx::Error),
     /// The work panicked: 500.
     Panicked(String),
+    /// The server is stopping while the request waited for its key's request: 503 with
+    /// `Retry-After` (another instance, or this one restarted, answers the repeat).
+    Stopping,
 }
 
 impl Refusal {
@@ -42,7 +45,7 @@ impl Refusal {
             Self::KeyUnknown => StatusCode::NOT_FOUND,
             Self::InProgress => StatusCode::CONFLICT,
             Self::KeyQuota { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Self::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
+            Self::Store(_) | Self::Stopping => StatusCode::SERVICE_UNAVAILABLE,
             Self::Panicked(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -58,6 +61,7 @@ impl Refusal {
             Self::KeyQuota { .. } => "key-quota",
             Self::Store(_) => "service-unavailable",
             Self::Panicked(_) => "internal-error",
+            Self::Stopping => "server-stopping",
         }
     }
 
@@ -78,6 +82,7 @@ impl Refusal {
             }
             Self::Store(_) => "the service is temporarily unavailable; repeat the request".into(),
             Self::Panicked(_) => "internal error; repeat the request".into(),
+            Self::Stopping => "the server is stopping; repeat the request".into(),
         }
     }
 
@@ -87,7 +92,11 @@ impl Refusal {
     pub fn leaves_key_open(&self) -> bool {
         matches!(
             self,
-            Self::InProgress | Self::KeyQuota { .. } | Self::Store(_) | Self::Panicked(_)
+            Self::InProgress
+                | Self::KeyQuota { .. }
+                | Self::Store(_)
+                | Self::Panicked(_)
+                | Self::Stopping
         )
     }
 

@@ -1,16 +1,28 @@
 //! `GET /idempotency-keys/{key}`: the state of the caller's own request, for polling after
-//! a 409. Keys of other scopes are invisible (404).
+//! a 409. Keys of other scopes are invisible (404). With `Prefer: wait=N` and an executor
+//! that waits ([`crate::executor::wait`]), a key still running is answered when it
+//! completes or fails, or after N seconds: one long poll instead of many.
+
+use std::time::Duration;
 
 use axum::{
     extract::{FromRef, Path, State},
+    http::HeaderMap,
+    response::{IntoResponse, Response},
     routing::get,
     Json, Router,
 };
 use once_core::IdempotencyKey;
 use sqlx::PgPool;
+use tokio::time::Instant;
 
 pub use crate::extract::{Scope, Scoped};
-use crate::{refusal::Refusal, Problem};
+use crate::{
+    executor::wait::{self, Waited, Waits},
+    extract::prefer_wait,
+    refusal::Refusal,
+    Problem,
+};
 
 /// What the route answers: the key's state, as the table holds it.
 pub use once_pg::KeyState;
@@ -18,7 +30,41 @@ pub use once_pg::KeyState;
 /// The key's state in `scope`; `Refusal::KeyUnknown` if this scope never used it.
 pub async fn key_status(db: &PgPool, scope: &str, raw: &str) -> Result<KeyState, Refusal> {
     let key = IdempotencyKey::parse(raw).map_err(Refusal::KeyMalformed)?;
-    once_pg::key_state(db, scope, &key)
+    read(db, scope, &key).await
+}
+
+/// Like [`key_status`], but a key whose request runs under a valid lease is answered when
+/// it stops running (completed, failed, or its lease lapsed), or once `wait` has passed
+/// (at most what `waits` allows).
+pub async fn key_status_waiting(
+    db: &PgPool,
+    waits: &Waits,
+    scope: &str,
+    raw: &str,
+    wait: Duration,
+) -> Result<KeyState, Refusal> {
+    let key = IdempotencyKey::parse(raw).map_err(Refusal::KeyMalformed)?;
+    let state = read(db, scope, &key).await?;
+    if state.state != "processing" {
+        return Ok(state);
+    }
+    let until = Instant::now() + waits.granted_for(wait);
+    let running = |row: Option<once_pg::store::KeyRow>| match row {
+        Some(row) if row.state == "processing" && row.lease_valid => None,
+        _ => Some(()),
+    };
+    match waits
+        .until_settled(scope, key.as_str(), until, running)
+        .await
+    {
+        Waited::Changed(()) => read(db, scope, &key).await,
+        Waited::Running => Ok(state),
+        Waited::Stopping => Err(Refusal::Stopping),
+    }
+}
+
+async fn read(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<KeyState, Refusal> {
+    once_pg::key_state(db, scope, key)
         .await
         .map_err(Refusal::Store)?
         .ok_or(Refusal::KeyUnknown)
@@ -26,17 +72,32 @@ pub async fn key_status(db: &PgPool, scope: &str, raw: &str) -> Result<KeyState,
 
 /// The route, `GET /idempotency-keys/{key}`, for the scope the state declares
 /// ([`Scoped`]): the same as its handlers' [`crate::Keyed`], so a client polls the keys it
-/// sent and no others. Refusals are [`Problem`]s.
+/// sent and no others. With the state's [`Scoped::waits`], `Prefer: wait` makes it a long
+/// poll. Refusals are [`Problem`]s.
 pub fn router<S>() -> Router<S>
 where
     S: Scoped,
     PgPool: FromRef<S>,
 {
-    let show = |State(db): State<PgPool>, scope: S::Scope, Path(raw): Path<String>| async move {
-        key_status(&db, scope.scope(), &raw)
-            .await
-            .map(Json)
-            .map_err(Problem::from)
+    let show = |State(state): State<S>,
+                scope: S::Scope,
+                headers: HeaderMap,
+                Path(raw): Path<String>| async move {
+        let db = PgPool::from_ref(&state);
+        let asked = prefer_wait(&headers);
+        let waits = state.waits();
+        let (read, granted) = match (&waits, asked) {
+            (Some(waits), Some(asked)) => (
+                key_status_waiting(&db, waits, scope.scope(), &raw, asked).await,
+                Some(waits.granted_for(asked)),
+            ),
+            _ => (key_status(&db, scope.scope(), &raw).await, None),
+        };
+        let answer: Response = match read {
+            Ok(state) => Json(state).into_response(),
+            Err(refusal) => Problem::from(refusal).into_response(),
+        };
+        wait::applied(granted, answer)
     };
     Router::new().route("/idempotency-keys/{key}", get(show))
 }

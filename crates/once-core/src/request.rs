@@ -1,7 +1,7 @@
 //! One request under the protocol: who sent it (the scope), with which key, for which
 //! operation, with which fingerprint.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http::Method;
 use serde_json::Value;
@@ -30,6 +30,8 @@ pub struct IdempotentRequest {
     /// How long the client will wait for the answer of its key's request if that request is
     /// still running (`Prefer: wait`, see [`crate::prefer`]); `None`: it is told at once.
     pub wait: Option<Duration>,
+    /// When the request was made into this value: a wait counts from it.
+    received: Instant,
 }
 
 /// A key as used for an operation in a scope, without the request's body: what a repeat is
@@ -94,6 +96,7 @@ impl IdempotentRequest {
             method,
             operation: operation.to_owned(),
             wait: None,
+            received: Instant::now(),
         }
     }
 
@@ -102,5 +105,13 @@ impl IdempotentRequest {
     pub fn with_wait(mut self, wait: Option<Duration>) -> Self {
         self.wait = wait;
         self
+    }
+
+    /// Until when the request may wait for a running request of its key, counted from
+    /// when it was received, and at most `longest`: `None` if it asked for no wait (or
+    /// for none at all, `wait=0`).
+    pub fn wait_until(&self, longest: Duration) -> Option<Instant> {
+        let wait = self.wait?.min(longest);
+        (!wait.is_zero()).then(|| self.received + wait)
     }
 }

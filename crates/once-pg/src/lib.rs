@@ -9,6 +9,8 @@
 //! * [`inspect`]: whether a key's request runs, which scopes hold keys, counts by state.
 //! * [`purge()`]: retention, counted from the end of a request.
 //! * [`status`]: a key's state for a client polling after a 409.
+//! * [`wake`]: the repeats waiting for their key's running request, woken by the
+//!   database's notification when it completes or fails.
 //! * [`migrate`]: the table, created by the crate's own migration with sqlx's migrator;
 //!   [`MIGRATION`]: the same SQL, for any other migration tool.
 //!
@@ -26,17 +28,23 @@ pub mod inspect;
 pub mod purge;
 pub mod status;
 pub mod store;
+pub mod wake;
 
 pub use first_read::{FirstRead, FirstReadRow};
 pub use purge::purge;
 pub use status::{key_state, KeyState};
 pub use store::{Claimed, Existing, Held};
+pub use wake::{WaitLimits, WaitRefused, Waiter, Wakeups};
 
 /// The SQL that creates the key table (`idempotency_keys`) and its indexes: the crate's
-/// migration, for an application that creates the table without sqlx's migrator (with
-/// refinery, dbmate, `psql -1 -f`, or its own migration holding this text). Apply it once,
-/// in one transaction; it is not idempotent. [`migrate`] applies the same file.
-pub const MIGRATION: &str = include_str!("../migrations/20261202000000_idempotency_keys.sql");
+/// migrations, one after the other, for an application that creates the table without
+/// sqlx's migrator (with refinery, dbmate, `psql -1 -f`, or its own migration holding this
+/// text). Apply it once, in one transaction; it is not idempotent. [`migrate`] applies the
+/// same files.
+pub const MIGRATION: &str = concat!(
+    include_str!("../migrations/20261202000000_idempotency_keys.sql"),
+    include_str!("../migrations/20261205000000_idempotency_keys_awaited.sql"),
+);
 
 /// Creates the key table (`migrations/`) with sqlx's migrator, alongside an application's
 /// own migrations: the crate's migration has a version of its own, and each side ignores

@@ -148,7 +148,7 @@ pub async fn claim(
 /// A key's row as a read returns it. Public so that an application may read it in a
 /// statement of its own (the shop reads its session in the same statement) and have it
 /// judged by [`judge`].
-#[derive(sqlx::FromRow)]
+#[derive(Clone, Debug, sqlx::FromRow)]
 pub struct KeyRow {
     /// The operation the key was claimed for (`route`).
     pub route: String,
@@ -184,10 +184,10 @@ impl KeyRow {
     }
 }
 
-async fn key_row(
+pub(crate) async fn key_row(
     db: &PgPool,
     scope: &str,
-    key: &IdempotencyKey,
+    key: &str,
 ) -> Result<Option<KeyRow>, sqlx::Error> {
     sqlx::query_as::<_, KeyRow>(
         "SELECT route, fingerprint, state, coalesce(locked_until > now(), false) AS lease_valid,
@@ -195,14 +195,14 @@ async fn key_row(
              FROM idempotency_keys WHERE scope = $1 AND key = $2",
     )
     .bind(scope)
-    .bind(key.as_str())
+    .bind(key)
     .fetch_optional(db)
     .await
 }
 
 /// What the table holds for `req`'s key, judged against `req`.
 pub async fn existing(db: &PgPool, req: &IdempotentRequest) -> Result<Existing, sqlx::Error> {
-    let row = key_row(db, &req.scope, &req.key).await?;
+    let row = key_row(db, &req.scope, req.key.as_str()).await?;
     Ok(judge(row, req))
 }
 
@@ -243,36 +243,54 @@ pub async fn held(
     key: &IdempotencyKey,
     operation: &str,
 ) -> Result<Held, sqlx::Error> {
-    Ok(match key_row(db, scope, key).await? {
+    Ok(match key_row(db, scope, key.as_str()).await? {
         Some(row) if row.route != operation => Held::OtherOperation,
         Some(row) => row.held(),
         None => Held::Open,
     })
 }
 
+/// The end of a statement whose CTE `done` returns the key it finished (scope, key,
+/// awaited): notifies the waiters' channel only when a repeat waits for the key, so a key
+/// nobody waits for never takes the notification queue's lock at commit. A payload too
+/// long for a notification (8000 bytes) says `[]`: every waiter reads its key again.
+macro_rules! announce {
+    () => {
+        "SELECT CASE WHEN awaited THEN pg_notify('once_keys',
+                    CASE WHEN octet_length(payload) < 8000 THEN payload ELSE '[]' END) IS NULL
+                END IS NULL
+           FROM done, LATERAL (SELECT json_build_array(done.scope, done.key)::text AS payload) p"
+    };
+}
+
 /// Stores the outcome, fenced on our lease: `false` means another request took the key
-/// over, and the caller must roll back everything it wrote.
+/// over, and the caller must roll back everything it wrote. A key that a repeat waits for
+/// (see [`crate::wake`]) is announced on [`crate::wake::CHANNEL`] when the transaction
+/// commits.
 pub async fn complete<'e>(
     tx: impl PgExecutor<'e>,
     req: &IdempotentRequest,
     lease: Uuid,
     response: &StoredResponse,
 ) -> Result<bool, sqlx::Error> {
-    let updated = sqlx::query(
-        "UPDATE idempotency_keys
-            SET state = 'completed', response_status = $4, response_headers = $5, response_body = $6,
-                completed_at = now(), finished_at = now(), locked_until = NULL
-          WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
-    )
+    let updated: Option<bool> = sqlx::query_scalar(concat!(
+        "WITH done AS (
+            UPDATE idempotency_keys
+               SET state = 'completed', response_status = $4, response_headers = $5, response_body = $6,
+                   completed_at = now(), finished_at = now(), locked_until = NULL
+             WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'
+         RETURNING scope, key, awaited) ",
+        announce!()
+    ))
     .bind(&req.scope)
     .bind(req.key.as_str())
     .bind(lease)
     .bind(response.status as i16)
     .bind(response.headers_json())
     .bind(&response.body)
-    .execute(tx)
+    .fetch_optional(tx)
     .await?;
-    Ok(updated.rows_affected() == 1)
+    Ok(updated.is_some())
 }
 
 /// Extends our lease (the heartbeat); `false` means the lease is no longer ours.
@@ -297,16 +315,20 @@ pub async fn renew(
 
 /// Marks a transient failure so that the same key may run again at once. Fenced like
 /// completion: a stale holder that fails after a takeover must not reopen the key while
-/// the new holder is still working.
+/// the new holder is still working. Announced to waiting repeats like a completion: one of
+/// them runs the request again.
 pub async fn fail(db: &PgPool, req: &IdempotentRequest, lease: Uuid) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE idempotency_keys SET state = 'failed', locked_until = NULL, finished_at = now()
-          WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'",
-    )
+    sqlx::query_scalar::<_, bool>(concat!(
+        "WITH done AS (
+            UPDATE idempotency_keys SET state = 'failed', locked_until = NULL, finished_at = now()
+             WHERE scope = $1 AND key = $2 AND lease_token = $3 AND state = 'processing'
+         RETURNING scope, key, awaited) ",
+        announce!()
+    ))
     .bind(&req.scope)
     .bind(req.key.as_str())
     .bind(lease)
-    .execute(db)
+    .fetch_optional(db)
     .await?;
     Ok(())
 }

@@ -7,8 +7,10 @@ use app::site_files::beside_binary;
 use leptos::config::{Env, LeptosOptions};
 
 mod limits;
+mod waits;
 
 pub use limits::{DbLimits, Limits, LoginLimits, Rate};
+pub use waits::IdempotencyWaits;
 
 use crate::client_addr::TrustedProxies;
 
@@ -20,6 +22,8 @@ pub struct Config {
     pub listen_addr: SocketAddr,
     /// How long a claimed idempotency key stays locked to its first request.
     pub idempotency_lease: Duration,
+    /// The waits of repeats for their key's running request (`Prefer: wait`).
+    pub idempotency_waits: IdempotencyWaits,
     /// How long completed keys are kept before the purge worker deletes them.
     pub idempotency_retention: Duration,
     /// Largest request body accepted, in bytes.
@@ -189,6 +193,12 @@ impl Config {
             database_url: var_or("DATABASE_URL", "postgres://postgres@localhost:5432/once"),
             listen_addr,
             idempotency_lease: millis("IDEMPOTENCY_LEASE_MS", "30000")?,
+            idempotency_waits: IdempotencyWaits {
+                longest: millis("IDEMPOTENCY_WAIT_MAX_MS", "5000")?,
+                fallback: millis("IDEMPOTENCY_WAIT_FALLBACK_MS", "2000")?,
+                per_instance: var_or("IDEMPOTENCY_WAITERS", "10000").parse()?,
+                per_scope: var_or("IDEMPOTENCY_WAITERS_PER_SCOPE", "20").parse()?,
+            },
             idempotency_retention: Duration::from_secs(
                 var_or("IDEMPOTENCY_RETENTION_SECS", "86400").parse()?,
             ),
@@ -307,6 +317,14 @@ impl Config {
         anyhow::ensure!(
             self.idempotency_retention > self.idempotency_lease,
             "IDEMPOTENCY_RETENTION_SECS must be longer than the lease"
+        );
+        anyhow::ensure!(
+            self.idempotency_waits.longest < self.limits.request_timeout,
+            "IDEMPOTENCY_WAIT_MAX_MS must be below REQUEST_TIMEOUT_MS: a wait ends in an answer"
+        );
+        anyhow::ensure!(
+            !self.idempotency_waits.fallback.is_zero(),
+            "IDEMPOTENCY_WAIT_FALLBACK_MS must be above 0"
         );
         anyhow::ensure!(
             !self.provider_timeout.is_zero()

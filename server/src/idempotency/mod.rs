@@ -68,6 +68,7 @@ impl FromRef<AppState> for Idempotency {
         };
         Executor::new(state.db.clone(), state.config.idempotency_lease)
             .with_keys_per_hour(state.config.limits.keys_per_hour)
+            .with_waits(state.waits.clone())
             .with_hooks(hooks)
     }
 }

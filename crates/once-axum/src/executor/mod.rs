@@ -51,6 +51,7 @@ use sqlx::{PgPool, Postgres, Transaction};
 use uuid::Uuid;
 
 pub mod overlap;
+pub mod wait;
 
 use crate::{
     faults::Faults,
@@ -85,6 +86,7 @@ pub struct Executor<H = NoHooks> {
     /// The application's hooks.
     pub hooks: H,
     faults: Option<Arc<dyn Faults>>,
+    waits: Option<wait::Waits>,
 }
 
 pub(crate) enum Start {
@@ -105,6 +107,7 @@ impl Executor {
             keys_per_hour: 0,
             hooks: NoHooks::default(),
             faults: None,
+            waits: None,
         }
     }
 }
@@ -118,6 +121,7 @@ impl<H: Hooks> Executor<H> {
             keys_per_hour: self.keys_per_hour,
             hooks,
             faults: self.faults,
+            waits: self.waits,
         }
     }
 
@@ -147,11 +151,13 @@ impl<H: Hooks> Executor<H> {
     {
         // A repeat is answered from the first read, here; only a request that goes on to
         // claim the key runs in a task of its own.
+        let granted = self.granted_wait(&req);
         if let Err(answer) = self.read_first(&req).await {
-            return answer;
+            return wait::applied(granted, answer);
         }
         let this = self.clone();
-        in_own_task::<H::Error>(async move { this.run(req, work).await }).await
+        let answer = in_own_task::<H::Error>(async move { this.run(req, work).await }).await;
+        wait::applied(granted, answer)
     }
 
     /// Read first: a repeat of a key we know (a replay, a 409, a 422) is answered from one
@@ -327,12 +333,21 @@ impl<H: Hooks> Executor<H> {
     }
 
     /// The answer for a key someone else holds (a stored response to replay, or a
-    /// refusal's response); `None` when it may be claimed.
+    /// refusal's response); `None` when it may be claimed. A request that asked to wait
+    /// for a running key is answered once the key changes (see [`wait`]).
     async fn answer(
         &self,
         req: &IdempotentRequest,
         existing: Existing,
     ) -> Option<Result<StoredResponse, Response>> {
+        let existing = match existing {
+            Existing::InProgress => match self.wait_for_original(req).await {
+                wait::Waited::Changed(changed) => changed,
+                wait::Waited::Running => Existing::InProgress,
+                wait::Waited::Stopping => return Some(Err(refused::<H::Error>(Refusal::Stopping))),
+            },
+            other => other,
+        };
         match existing {
             Existing::Completed(stored) => {
                 self.hooks.count(Counted::Replay);

@@ -11,7 +11,7 @@ use once_pg::store;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{in_own_task, Executor, Worked};
+use super::{in_own_task, wait, Executor, Worked};
 use crate::{hooks::Hooks, refusal::Refusal};
 
 impl<H: Hooks> Executor<H> {
@@ -27,12 +27,13 @@ impl<H: Hooks> Executor<H> {
         F: Fn(PgPool) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Worked<H::Error>> + Send + 'static,
     {
+        let granted = self.granted_wait(&req);
         let unused = match self.read_first(&req).await {
             Ok(unused) => unused,
-            Err(answer) => return answer,
+            Err(answer) => return wait::applied(granted, answer),
         };
         let this = self.clone();
-        in_own_task::<H::Error>(async move {
+        let answer = in_own_task::<H::Error>(async move {
             // Only a key nobody has used is claimed alongside the work: a failed or
             // abandoned one is known to be taken, and the sequential path reclaims it.
             if unused {
@@ -41,7 +42,8 @@ impl<H: Hooks> Executor<H> {
                 this.run(req, &work).await
             }
         })
-        .await
+        .await;
+        wait::applied(granted, answer)
     }
 
     async fn run_overlapped<F, Fut>(&self, req: IdempotentRequest, work: F) -> Response
