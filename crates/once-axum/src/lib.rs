@@ -35,7 +35,10 @@ pub mod refusal;
 pub mod reply;
 pub mod status;
 
-pub use executor::{wait::Waits, Executor, PgTx, Worked};
+pub use executor::{
+    wait::{WaitLimits, Waits},
+    Executor, PgTx, Worked,
+};
 pub use extract::{
     HeaderScope, JsonBody, Keyed, PathParams, RequestKey, Scope, ScopeHeader, Scoped,
 };

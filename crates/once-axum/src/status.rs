@@ -43,10 +43,22 @@ pub async fn key_status_waiting(
     raw: &str,
     wait: Duration,
 ) -> Result<KeyState, Refusal> {
+    let (state, _) = read_waiting(db, waits, scope, raw, wait).await?;
+    Ok(state)
+}
+
+/// [`key_status_waiting`], and whether the wait was honoured (there was room for it).
+async fn read_waiting(
+    db: &PgPool,
+    waits: &Waits,
+    scope: &str,
+    raw: &str,
+    wait: Duration,
+) -> Result<(KeyState, bool), Refusal> {
     let key = IdempotencyKey::parse(raw).map_err(Refusal::KeyMalformed)?;
     let state = read(db, scope, &key).await?;
     if state.state != "processing" {
-        return Ok(state);
+        return Ok((state, true));
     }
     let until = Instant::now() + waits.granted_for(wait);
     let running = |row: Option<once_pg::store::KeyRow>| match row {
@@ -57,8 +69,9 @@ pub async fn key_status_waiting(
         .until_settled(scope, key.as_str(), until, running)
         .await
     {
-        Waited::Changed(()) => read(db, scope, &key).await,
-        Waited::Running => Ok(state),
+        Waited::Changed(()) => Ok((read(db, scope, &key).await?, true)),
+        Waited::Running => Ok((state, true)),
+        Waited::Refused => Ok((state, false)),
         Waited::Stopping => Err(Refusal::Stopping),
     }
 }
@@ -87,10 +100,12 @@ where
         let asked = prefer_wait(&headers);
         let waits = state.waits();
         let (read, granted) = match (&waits, asked) {
-            (Some(waits), Some(asked)) => (
-                key_status_waiting(&db, waits, scope.scope(), &raw, asked).await,
-                Some(waits.granted_for(asked)),
-            ),
+            (Some(waits), Some(asked)) => {
+                let read = read_waiting(&db, waits, scope.scope(), &raw, asked).await;
+                let honoured = matches!(read, Ok((_, true)));
+                let granted = honoured.then(|| waits.granted_for(asked));
+                (read.map(|(state, _)| state), granted)
+            }
             _ => (key_status(&db, scope.scope(), &raw).await, None),
         };
         let answer: Response = match read {

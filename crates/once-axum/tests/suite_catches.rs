@@ -17,7 +17,10 @@ use once_axum::{
     Executor, FingerprintKeys, Keyed, Problem, Reply, Scope, Scoped,
 };
 use serde_json::{json, Value};
-use sqlx::{Connection, PgPool};
+use sqlx::PgPool;
+
+mod common;
+use common::TestDb;
 
 const LEASE: Duration = Duration::from_secs(2);
 
@@ -173,33 +176,14 @@ const SCHEMA: &str = "
 struct Notes {
     base: String,
     db: PgPool,
+    test_db: TestDb,
     gates: Gates,
     http: reqwest::Client,
-    name: String,
-}
-
-fn admin() -> String {
-    std::env::var("TEST_DATABASE_ADMIN_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into())
 }
 
 async fn start(broken: Break) -> Arc<Notes> {
-    let name = format!("once_test_axum_{}", uuid::Uuid::new_v4().simple());
-    let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", admin()))
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE \"{name}\""))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    let db = PgPool::connect(&format!("{}/{name}", admin()))
-        .await
-        .unwrap();
-    sqlx::raw_sql(once_pg::MIGRATION)
-        .execute(&db)
-        .await
-        .unwrap();
-    sqlx::raw_sql(SCHEMA).execute(&db).await.unwrap();
+    let test_db = TestDb::create(SCHEMA).await;
+    let db = test_db.db.clone();
     let gates = Gates::default();
     let app = App {
         executor: Executor::new(db.clone(), LEASE).with_faults(gates.clone()),
@@ -213,20 +197,15 @@ async fn start(broken: Break) -> Arc<Notes> {
     Arc::new(Notes {
         base,
         db,
+        test_db,
         gates,
         http: reqwest::Client::new(),
-        name,
     })
 }
 
 impl Notes {
     async fn drop_database(&self) {
-        self.db.close().await;
-        let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", admin()))
-            .await
-            .unwrap();
-        let drop = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        sqlx::query(&drop).execute(&mut conn).await.unwrap();
+        self.test_db.drop_database().await;
     }
 }
 

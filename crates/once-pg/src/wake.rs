@@ -90,6 +90,10 @@ pub enum Woken {
 }
 
 type Key = (String, String);
+
+/// How soon the listener tries again after failing to connect (or the fallback, if
+/// shorter): a reconnection reads every key waited for, so it should not wait for a tick.
+const RECONNECT: Duration = Duration::from_secs(1);
 type Seen = Option<Arc<Option<KeyRow>>>;
 
 /// One instance's waiters and its listener. Cheap to clone; the listener stops when the
@@ -351,6 +355,8 @@ enum Heard {
     Lost,
     /// The fallback read is due.
     Tick,
+    /// Time to try connecting again.
+    Nothing,
     /// Close, or the last handle is gone.
     Stop,
 }
@@ -375,6 +381,7 @@ async fn listen(inner: Weak<Inner>) {
                 if listener.is_none() {
                     tokio::select! {
                         _ = tick.tick() => Heard::Tick,
+                        _ = tokio::time::sleep(fallback.min(RECONNECT)) => Heard::Nothing,
                         _ = stopping.changed() => Heard::Stop,
                     }
                 } else {
@@ -401,6 +408,7 @@ async fn listen(inner: Weak<Inner>) {
         }
         let keys = match heard {
             Heard::Stop => return,
+            Heard::Nothing => continue,
             Heard::Finished(Some(key)) => vec![key],
             Heard::Finished(None) | Heard::Lost | Heard::Tick => inner.watched_keys(),
         };

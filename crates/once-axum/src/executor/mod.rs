@@ -340,13 +340,14 @@ impl<H: Hooks> Executor<H> {
         req: &IdempotentRequest,
         existing: Existing,
     ) -> Option<Result<StoredResponse, Response>> {
-        let existing = match existing {
+        let (existing, waited) = match existing {
             Existing::InProgress => match self.wait_for_original(req).await {
-                wait::Waited::Changed(changed) => changed,
-                wait::Waited::Running => Existing::InProgress,
+                wait::Waited::Changed(changed) => (changed, true),
+                wait::Waited::Running => (Existing::InProgress, true),
+                wait::Waited::Refused => (Existing::InProgress, false),
                 wait::Waited::Stopping => return Some(Err(refused::<H::Error>(Refusal::Stopping))),
             },
-            other => other,
+            other => (other, true),
         };
         match existing {
             Existing::Completed(stored) => {
@@ -361,7 +362,12 @@ impl<H: Hooks> Executor<H> {
                 self.hooks
                     .on_repeat(req.keyed_operation(), Repeat::InProgress)
                     .await;
-                Some(Err(refused::<H::Error>(Refusal::InProgress)))
+                let answer = refused::<H::Error>(Refusal::InProgress);
+                Some(Err(if waited {
+                    answer
+                } else {
+                    wait::not_applied(answer)
+                }))
             }
             Existing::DifferentRequest => {
                 self.hooks.count(Counted::KeyReused);

@@ -89,10 +89,10 @@ impl Waits {
             Err(WaitRefused::Stopping) => return Waited::Stopping,
             Err(WaitRefused::Store(e)) => {
                 tracing::warn!(%key, error = %e, "could not wait for a running key");
-                return Waited::Running;
+                return Waited::Refused;
             }
             // Full, or a refusal this version does not know: answered at once, as before.
-            Err(_) => return Waited::Running,
+            Err(_) => return Waited::Refused,
         };
         loop {
             match waiter.next(until).await {
@@ -111,8 +111,11 @@ impl Waits {
 pub(crate) enum Waited<T> {
     /// The key is no longer running: what it holds now.
     Changed(T),
-    /// Still running (the deadline, no wait asked for or allowed, or no room to wait).
+    /// Still running at the deadline (or no wait was asked for or allowed).
     Running,
+    /// Still running, and the request may not wait (no room, or the key could not be
+    /// marked): answered at once, without `Preference-Applied`.
+    Refused,
     /// The instance is stopping.
     Stopping,
 }
@@ -144,10 +147,25 @@ impl<H: Hooks> Executor<H> {
     }
 }
 
+/// Marks an answer given without the wait the request asked for (see [`not_applied`]).
+#[derive(Clone, Copy, Debug)]
+struct NotApplied;
+
+/// `response`, given at once although its request asked to wait: [`applied`] then says
+/// nothing (RFC 7240: `Preference-Applied` names only what was honoured).
+pub(crate) fn not_applied(mut response: Response) -> Response {
+    response.extensions_mut().insert(NotApplied);
+    response
+}
+
 /// `response` saying which wait the server applied (`Preference-Applied: wait=N`, RFC
 /// 7240), when it `granted` one: for a route of the application's own that waits.
 pub fn applied(granted: Option<Duration>, mut response: Response) -> Response {
-    if let Some(granted) = granted {
+    if response.extensions().get::<NotApplied>().is_some() {
+        return response;
+    }
+    // `wait=0` asks for no wait, and gets none.
+    if let Some(granted) = granted.filter(|g| !g.is_zero()) {
         let applied = HeaderValue::from_str(&format!("wait={}", granted.as_secs()));
         if let Ok(applied) = applied {
             response
