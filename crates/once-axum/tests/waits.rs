@@ -195,9 +195,21 @@ impl Pair {
             .unwrap()
     }
 
-    async fn waiting_on(&self, on: On, waiters: usize) {
+    /// Until `waiters` wait on `on`, and the key they wait for is marked: from then on its
+    /// completion notifies (before, the mark would find it completed and read it).
+    async fn waiting_on(&self, on: On, waiters: usize, key: &str) {
         let waits = self.on(on).waits.clone();
         eventually(move || waits.waiting() == waiters).await;
+        let until = Instant::now() + Duration::from_secs(10);
+        let marked = || {
+            sqlx::query_scalar::<_, bool>("SELECT awaited FROM idempotency_keys WHERE key = $1")
+                .bind(key)
+                .fetch_one(&self.test_db.db)
+        };
+        while !marked().await.unwrap() {
+            assert!(Instant::now() < until, "{key} was never marked");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
     }
 }
 
@@ -241,8 +253,8 @@ async fn repeats_on_both_instances_get_the_replay_when_the_original_commits() {
         pair.post(On::B, "ann", "k-1", Some(20)),
     ];
     let on_a = pair.post(On::A, "ann", "k-1", Some(20));
-    pair.waiting_on(On::B, 2).await;
-    pair.waiting_on(On::A, 1).await;
+    pair.waiting_on(On::B, 2, "k-1").await;
+    pair.waiting_on(On::A, 1, "k-1").await;
 
     let opened = Instant::now();
     pair.gates.open("commit");
@@ -266,7 +278,7 @@ async fn a_waiter_whose_original_fails_runs_the_request_itself() {
     pair.gates.fail("k-1");
     let original = pair.held_original("ann", "k-1", "commit").await;
     let repeat = pair.post(On::B, "ann", "k-1", Some(20));
-    pair.waiting_on(On::B, 1).await;
+    pair.waiting_on(On::B, 1, "k-1").await;
 
     pair.gates.open("commit");
     assert!(original.await.unwrap().status.is_server_error());
@@ -320,7 +332,7 @@ async fn past_the_bound_of_its_scope_a_repeat_is_told_409_at_once() {
     let pair = start(limits(1, NO_FALLBACK), Duration::from_secs(30)).await;
     let original = pair.held_original("ann", "k-1", "commit").await;
     let first = pair.post(On::B, "ann", "k-1", Some(20));
-    pair.waiting_on(On::B, 1).await;
+    pair.waiting_on(On::B, 1, "k-1").await;
 
     let second = within(
         pair.post(On::B, "ann", "k-1", Some(20)),
@@ -334,7 +346,7 @@ async fn past_the_bound_of_its_scope_a_repeat_is_told_409_at_once() {
     let bob = pair.post(On::A, "bob", "k-2", None);
     eventually(|| pair.gates.waiting("other") == 1).await;
     let bob_repeat = pair.post(On::B, "bob", "k-2", Some(20));
-    pair.waiting_on(On::B, 2).await;
+    pair.waiting_on(On::B, 2, "k-2").await;
 
     pair.gates.open("commit");
     pair.gates.open("other");
@@ -348,7 +360,7 @@ async fn a_graceful_stop_answers_waiters_503_and_takes_no_more() {
     let pair = start(limits(20, NO_FALLBACK), Duration::from_secs(30)).await;
     let original = pair.held_original("ann", "k-1", "commit").await;
     let repeat = pair.post(On::B, "ann", "k-1", Some(20));
-    pair.waiting_on(On::B, 1).await;
+    pair.waiting_on(On::B, 1, "k-1").await;
 
     pair.b.waits.close();
     for answered in [
@@ -386,7 +398,7 @@ async fn a_lost_notification_costs_one_fallback_read() {
     .await;
     let original = pair.held_original("ann", "k-1", "commit").await;
     let repeat = pair.post(On::B, "ann", "k-1", Some(20));
-    pair.waiting_on(On::B, 1).await;
+    pair.waiting_on(On::B, 1, "k-1").await;
     // The completion will notify nobody, as if its notification were lost.
     sqlx::query("UPDATE idempotency_keys SET awaited = false WHERE key = 'k-1'")
         .execute(&pair.test_db.db)
@@ -404,7 +416,7 @@ async fn a_listener_that_lost_its_connection_reads_again_when_back() {
     let pair = start(limits(20, NO_FALLBACK), Duration::from_secs(30)).await;
     let original = pair.held_original("ann", "k-1", "commit").await;
     let repeat = pair.post(On::B, "ann", "k-1", Some(20));
-    pair.waiting_on(On::B, 1).await;
+    pair.waiting_on(On::B, 1, "k-1").await;
 
     // The listeners go, and cannot come back until the original has committed: its
     // notification reaches nobody.
@@ -431,7 +443,7 @@ async fn the_key_status_route_is_a_long_poll() {
     let pair = start(limits(20, NO_FALLBACK), Duration::from_secs(30)).await;
     let original = pair.held_original("ann", "k-1", "commit").await;
     let status = pair.status(On::B, "ann", "k-1", 20);
-    pair.waiting_on(On::B, 1).await;
+    pair.waiting_on(On::B, 1, "k-1").await;
 
     pair.gates.open("commit");
     assert_eq!(original.await.unwrap().status, StatusCode::CREATED);

@@ -19,7 +19,10 @@ use std::{
     time::Duration,
 };
 
-use sqlx::{postgres::PgListener, PgPool};
+use sqlx::{
+    postgres::{PgListener, PgPoolOptions},
+    PgPool,
+};
 use tokio::{sync::watch, time::Instant};
 
 use crate::store::{key_row, KeyRow};
@@ -426,9 +429,19 @@ async fn listen(inner: Weak<Inner>) {
     }
 }
 
+/// The listener, on a connection of its own (a pool of one, as `PgListener::connect`
+/// makes): it takes none of the application's connections, and a reconnection is a new
+/// connection, not an idle one of the application's pool.
 async fn connect(db: &PgPool) -> Option<PgListener> {
     let connected = async {
-        let mut listener = PgListener::connect_with(db).await?;
+        let own = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .acquire_timeout(RECONNECT)
+            .connect_with((*db.connect_options()).clone())
+            .await?;
+        let mut listener = PgListener::connect_with(&own).await?;
         listener.listen(CHANNEL).await?;
         Ok::<_, sqlx::Error>(listener)
     };
