@@ -454,3 +454,113 @@ async fn an_application_asks_what_it_needs_without_writing_sql_on_the_table() {
         vec![("failed".to_owned(), 1), ("processing".to_owned(), 1)]
     );
 }
+
+/// The payload of the next notification on `listener`, within 10 s.
+async fn next_payload(listener: &mut sqlx::postgres::PgListener) -> String {
+    let next = tokio::time::timeout(Duration::from_secs(10), listener.recv());
+    next.await
+        .expect("a notification")
+        .unwrap()
+        .payload()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn only_a_key_a_repeat_waits_for_is_announced_when_it_ends() {
+    let db = TestDb::new().await;
+    let mut listener = sqlx::postgres::PgListener::connect_with(&db.pool)
+        .await
+        .unwrap();
+    listener.listen(once_pg::wake::CHANNEL).await.unwrap();
+    let wakeups = once_pg::Wakeups::start(db.pool.clone(), once_pg::WaitLimits::default());
+    let long_scope = "s".repeat(8000);
+    let [quiet, awaited, failed, long] = [
+        request(SCOPE, "k-quiet", json!({})),
+        request(SCOPE, "k-awaited", json!({})),
+        request(SCOPE, "k-failed", json!({})),
+        request(&long_scope, "k-long", json!({})),
+    ];
+    let mut leases = vec![];
+    for req in [&quiet, &awaited, &failed, &long] {
+        leases.push(claim_fresh(&db.pool, req, LEASE).await);
+    }
+    let mut waiters = vec![];
+    for req in [&awaited, &failed, &long] {
+        waiters.push(
+            wakeups
+                .wait_for(&req.scope, req.key.as_str())
+                .await
+                .unwrap(),
+        );
+    }
+
+    // Notifications arrive in commit order: the first one heard is the awaited key's.
+    store::complete(&db.pool, &quiet, leases[0], &created())
+        .await
+        .unwrap();
+    store::complete(&db.pool, &awaited, Uuid::new_v4(), &created())
+        .await
+        .unwrap();
+    store::complete(&db.pool, &awaited, leases[1], &created())
+        .await
+        .unwrap();
+    store::fail(&db.pool, &failed, leases[2]).await.unwrap();
+    store::complete(&db.pool, &long, leases[3], &created())
+        .await
+        .unwrap();
+
+    assert_eq!(
+        next_payload(&mut listener).await,
+        r#"["session-a", "k-awaited"]"#
+    );
+    assert_eq!(
+        next_payload(&mut listener).await,
+        r#"["session-a", "k-failed"]"#
+    );
+    // Too long for a notification: every waiter reads its key again.
+    assert_eq!(next_payload(&mut listener).await, "[]");
+    assert_eq!(wakeups.waiting(), 3);
+    drop(waiters);
+    assert_eq!(wakeups.waiting(), 0);
+}
+
+/// Until an instance's key listener listens on `db`.
+async fn listening(db: &PgPool) {
+    for _ in 0..1000 {
+        let listeners: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND query ILIKE 'listen%'",
+        )
+        .fetch_one(db)
+        .await
+        .unwrap();
+        if listeners > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the key listener never listened");
+}
+
+#[tokio::test]
+async fn a_waiter_whose_key_ended_before_it_registered_is_told_at_once() {
+    let db = TestDb::new().await;
+    // No fallback read during the test, and the listener's first read of every key done.
+    let limits = once_pg::WaitLimits::new(10, 10, Duration::from_secs(600));
+    let wakeups = once_pg::Wakeups::start(db.pool.clone(), limits);
+    listening(&db.pool).await;
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+    // The repeat read the key running; the original completes before the repeat registers.
+    store::complete(&db.pool, &req, lease, &created())
+        .await
+        .unwrap();
+
+    let mut waiter = wakeups.wait_for(SCOPE, "k1").await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let woken = tokio::time::timeout(Duration::from_secs(10), waiter.next(deadline)).await;
+    match woken.expect("told before the deadline") {
+        once_pg::wake::Woken::Row(Some(row)) => assert_eq!(row.state, "completed"),
+        other => panic!("expected the completed row, got {other:?}"),
+    }
+}
