@@ -254,7 +254,7 @@ impl From<Refusal> for ApiError {
             Refusal::Panicked(what) => Self::Internal(anyhow::anyhow!(what)),
             stopping @ Refusal::Stopping => Self::Refused {
                 status: stopping.status(),
-                problem: stopping.problem_type(),
+                problem: "server-stopping",
                 detail: stopping.detail(),
             },
             other => Self::Internal(anyhow::anyhow!("{other:?}")),

@@ -83,6 +83,27 @@ async fn read(db: &PgPool, scope: &str, key: &IdempotencyKey) -> Result<KeyState
         .ok_or(Refusal::KeyUnknown)
 }
 
+/// The route's answer for `raw` in `scope`: the key's state as JSON, after the wait that
+/// `headers` ask for (`Prefer: wait=N`) when `waits` allow one, with `Preference-Applied`
+/// when the wait was honoured. For an application that mounts the route itself (for its own
+/// error type or API reference); [`router`] mounts it as it is.
+pub async fn answer(
+    db: &PgPool,
+    waits: Option<&Waits>,
+    scope: &str,
+    raw: &str,
+    headers: &HeaderMap,
+) -> Result<Response, Refusal> {
+    let (state, granted) = match (waits, prefer_wait(headers)) {
+        (Some(waits), Some(asked)) => {
+            let (state, honoured) = read_waiting(db, waits, scope, raw, asked).await?;
+            (state, honoured.then(|| waits.granted_for(asked)))
+        }
+        _ => (key_status(db, scope, raw).await?, None),
+    };
+    Ok(wait::applied(granted, Json(state).into_response()))
+}
+
 /// The route, `GET /idempotency-keys/{key}`, for the scope the state declares
 /// ([`Scoped`]): the same as its handlers' [`crate::Keyed`], so a client polls the keys it
 /// sent and no others. With the state's [`Scoped::waits`], `Prefer: wait` makes it a long
@@ -97,22 +118,10 @@ where
                 headers: HeaderMap,
                 Path(raw): Path<String>| async move {
         let db = PgPool::from_ref(&state);
-        let asked = prefer_wait(&headers);
         let waits = state.waits();
-        let (read, granted) = match (&waits, asked) {
-            (Some(waits), Some(asked)) => {
-                let read = read_waiting(&db, waits, scope.scope(), &raw, asked).await;
-                let honoured = matches!(read, Ok((_, true)));
-                let granted = honoured.then(|| waits.granted_for(asked));
-                (read.map(|(state, _)| state), granted)
-            }
-            _ => (key_status(&db, scope.scope(), &raw).await, None),
-        };
-        let answer: Response = match read {
-            Ok(state) => Json(state).into_response(),
-            Err(refusal) => Problem::from(refusal).into_response(),
-        };
-        wait::applied(granted, answer)
+        answer(&db, waits.as_ref(), scope.scope(), &raw, &headers)
+            .await
+            .unwrap_or_else(|refusal| Problem::from(refusal).into_response())
     };
     Router::new().route("/idempotency-keys/{key}", get(show))
 }

@@ -6,12 +6,9 @@
 use axum::{
     extract::{Path, State},
     http::HeaderMap,
-    response::{IntoResponse, Response},
-    Json,
+    response::Response,
 };
 use once_axum::{
-    executor::wait,
-    extract::prefer_wait,
     status::{self, KeyState},
     Waits,
 };
@@ -45,12 +42,5 @@ async fn show(
     headers: HeaderMap,
     Path(raw): Path<String>,
 ) -> Result<Response, ApiError> {
-    // `Prefer: wait=N`: a long poll, answered when the key stops running.
-    let Some(asked) = prefer_wait(&headers) else {
-        let state = status::key_status(&db, &shopper.id, &raw).await?;
-        return Ok(Json(state).into_response());
-    };
-    let state = status::key_status_waiting(&db, &waits, &shopper.id, &raw, asked).await?;
-    let granted = Some(waits.granted_for(asked));
-    Ok(wait::applied(granted, Json(state).into_response()))
+    Ok(status::answer(&db, Some(&waits), &shopper.id, &raw, &headers).await?)
 }

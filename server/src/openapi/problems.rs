@@ -78,6 +78,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("service-unavailable", 503,
         "The database or the payment provider is away. Retry the same request with the same key after Retry-After seconds.",
         "the service is temporarily unavailable"),
+    problem("server-stopping", 503,
+        "The server is stopping while this request waited for its key's first request (Prefer: wait). Nothing was decided for it: send the same request with the same key again after Retry-After seconds (another instance answers).",
+        "the server is stopping; repeat the request"),
     problem("internal-error", 500,
         "A failure of ours, logged with the request id. The key stays open: retrying the same request with the same key is safe.",
         "internal error"),
@@ -191,6 +194,7 @@ const EVERY_KEYED_WRITE: &[&str] = &[
     "idempotency-key-malformed",
     "idempotency-key-reused",
     "request-in-progress",
+    "server-stopping",
 ];
 
 const REPLAYED: &str =

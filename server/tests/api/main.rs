@@ -46,4 +46,5 @@ mod repeats;
 mod sessions;
 mod shop;
 mod simultaneous_payments;
+mod waits;
 mod worker_faults;
