@@ -26,6 +26,7 @@ use axum::{
     routing::{get, post},
     Json, Router,
 };
+use once_axum::Waits;
 use tokio::sync::watch;
 
 use crate::error::ApiError;
@@ -177,6 +178,7 @@ impl Faults {
     where
         S: Clone + Send + Sync + 'static,
         Faults: FromRef<S>,
+        Waits: FromRef<S>,
     {
         if !self.enabled {
             return Router::new();
@@ -186,7 +188,13 @@ impl Faults {
             .route("/_test/gates/{name}/open", post(open_gate))
             .route("/_test/gates/{name}/arm", post(arm_gate))
             .route("/_test/reset", post(reset))
+            .route("/_test/waiters", get(waiters))
     }
+}
+
+/// How many repeats wait for their key's running request on this instance.
+async fn waiters(State(waits): State<Waits>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "waiting": waits.waiting() }))
 }
 
 async fn gate_status(

@@ -17,7 +17,11 @@
 //! * the key-status route answers the caller's own keys (processing, completed with the
 //!   answer's status, failed) and no one else's;
 //! * a refusal the work decides (a 4xx, 409 included) is stored and replayed, without
-//!   `Retry-After`.
+//!   `Retry-After`;
+//! * `Prefer: wait` ([`Subject::longest_wait`]): a repeat that waits for a held first
+//!   request gets its answer replayed, not a 409; still running at its deadline, a 409;
+//!   after the first request failed, the waiter runs the request itself, once. An
+//!   application that does not take the preference answers such a repeat 409 at once.
 //!
 //! Each check panics with what it saw when the application breaks the protocol. Each uses
 //! a scope of its own, so the count of effects in that scope is the check's own.
@@ -34,7 +38,12 @@ use serde_json::Value;
 use tokio::sync::Barrier;
 
 mod gates;
+mod waits;
 pub use gates::Gates;
+pub use waits::{
+    a_repeat_that_waits_gets_the_original_s_answer, a_wait_that_runs_out_is_409,
+    a_waiter_whose_original_failed_runs_the_request,
+};
 
 /// What a request asks the application's test-time faults to do.
 #[derive(Clone, Debug)]
@@ -49,6 +58,9 @@ pub enum Fault {
     /// Run the work on a database that refuses every write ([`crate::faults::ReadOnlyWork`]):
     /// the error reaches the application through its own statements and error mapping.
     ReadOnly,
+    /// Wait at the gate like [`Fault::Hold`], then fail like [`Fault::FailTransient`]: the
+    /// original a waiting repeat sees fail.
+    HoldThenFail(String),
 }
 
 /// One request the suite sends.
@@ -66,6 +78,16 @@ pub struct Call<'a> {
     pub body: &'a Value,
     /// The test-time fault to apply.
     pub fault: Fault,
+    /// How long the request asks to wait for its key's running request (`Prefer: wait=N`,
+    /// in seconds); `None`: no `Prefer` header. See [`Call::prefer`].
+    pub wait: Option<u32>,
+}
+
+impl Call<'_> {
+    /// The `Prefer` header the request carries (`wait=N`), if any: a subject sends it.
+    pub fn prefer(&self) -> Option<String> {
+        self.wait.map(|seconds| format!("wait={seconds}"))
+    }
 }
 
 /// The application under test, as the suite sees it.
@@ -108,6 +130,17 @@ pub trait Subject: Sync {
     }
     /// The lease the application runs with: the takeover check waits it out.
     fn lease(&self) -> Duration;
+    /// The longest `Prefer: wait` the application grants (`Executor::with_waits`). `None`,
+    /// the default: it does not take the preference, and the suite checks that a repeat
+    /// asking to wait is still answered 409 at once, as the draft says.
+    fn longest_wait(&self) -> Option<Duration> {
+        None
+    }
+    /// How many requests wait for their key's running request now (`Waits::waiting`), if
+    /// the application can tell; `None`: the suite gives a waiting repeat 300 ms to arrive.
+    fn waiters(&self) -> impl Future<Output = Option<usize>> + Send {
+        async { None }
+    }
 }
 
 /// Every check, for every operation, one after another.
@@ -125,6 +158,9 @@ pub async fn run_all<S: Subject>(subject: &S) {
         every_member_of_the_body_is_fingerprinted(s).await;
         one_key_on_two_resources_is_422(s).await;
         a_repeat_in_flight_is_409_with_retry_after(s).await;
+        a_repeat_that_waits_gets_the_original_s_answer(s).await;
+        a_wait_that_runs_out_is_409(s).await;
+        a_waiter_whose_original_failed_runs_the_request(s).await;
         a_failed_key_is_retryable(s).await;
         a_database_error_in_the_work_leaves_the_key_open(s).await;
         a_refusal_the_work_decides_is_stored_and_replayed(s).await;
@@ -165,14 +201,26 @@ impl<S: Subject> On<'_, S> {
         body: &Value,
         fault: Fault,
     ) -> Response {
-        let call = Call {
+        let call = self.call(target, key, body, fault);
+        self.subject.send(scope, call).await
+    }
+
+    /// The call of this operation on resource `target`, asking no wait.
+    fn call<'a>(
+        &self,
+        target: u32,
+        key: Option<&'a str>,
+        body: &'a Value,
+        fault: Fault,
+    ) -> Call<'a> {
+        Call {
             op: self.op,
             target,
             key,
             body,
             fault,
-        };
-        self.subject.send(scope, call).await
+            wait: None,
+        }
     }
 
     async fn effects(&self, scope: &S::Scope) -> u64 {

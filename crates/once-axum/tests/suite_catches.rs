@@ -14,7 +14,7 @@ use axum::{
 };
 use once_axum::{
     conformance::{self, Call, Fault, Gates, On, Subject},
-    Executor, FingerprintKeys, Keyed, Problem, Reply, Scope, Scoped,
+    Executor, FingerprintKeys, Keyed, Problem, Reply, Scope, Scoped, WaitLimits, Waits,
 };
 use serde_json::{json, Value};
 use sqlx::PgPool;
@@ -23,6 +23,8 @@ mod common;
 use common::TestDb;
 
 const LEASE: Duration = Duration::from_secs(2);
+/// The longest `Prefer: wait` the app grants.
+const LONGEST_WAIT: Duration = Duration::from_secs(2);
 
 /// How the app under test is broken.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -42,6 +44,8 @@ enum Break {
     RefusalsLeftOpen,
     /// The fingerprint takes the first of the note's tags only.
     FirstTagOnly,
+    /// The executor is not given its waits, while the app says it grants `Prefer: wait`.
+    WaitsLeftOut,
 }
 
 #[derive(Clone, FromRef)]
@@ -178,6 +182,7 @@ struct Notes {
     db: PgPool,
     test_db: TestDb,
     gates: Gates,
+    waits: Waits,
     http: reqwest::Client,
 }
 
@@ -185,8 +190,13 @@ async fn start(broken: Break) -> Arc<Notes> {
     let test_db = TestDb::create(SCHEMA).await;
     let db = test_db.db.clone();
     let gates = Gates::default();
+    let waits = Waits::start(db.clone(), WaitLimits::default(), LONGEST_WAIT);
+    let mut executor = Executor::new(db.clone(), LEASE).with_faults(gates.clone());
+    if broken != Break::WaitsLeftOut {
+        executor = executor.with_waits(waits.clone());
+    }
     let app = App {
-        executor: Executor::new(db.clone(), LEASE).with_faults(gates.clone()),
+        executor,
         fingerprints: FingerprintKeys::new(&["test".to_owned()]).unwrap(),
         db: db.clone(),
         broken,
@@ -199,6 +209,7 @@ async fn start(broken: Break) -> Arc<Notes> {
         db,
         test_db,
         gates,
+        waits,
         http: reqwest::Client::new(),
     })
 }
@@ -239,10 +250,14 @@ impl Subject for Notes {
 
     async fn send(&self, caller: &String, call: Call<'_>) -> reqwest::Response {
         if let Some(key) = call.key {
-            match call.fault {
-                Fault::Hold(gate) => self.gates.hold(key, &gate),
+            match &call.fault {
+                Fault::Hold(gate) => self.gates.hold(key, gate),
                 Fault::FailTransient => self.gates.fail(key),
                 Fault::ReadOnly => self.gates.read_only(key),
+                Fault::HoldThenFail(gate) => {
+                    self.gates.hold(key, gate);
+                    self.gates.fail(key);
+                }
                 _ => {}
             }
         }
@@ -256,6 +271,9 @@ impl Subject for Notes {
             .header("x-caller", caller);
         if let Some(key) = call.key {
             request = request.header("idempotency-key", key);
+        }
+        if let Some(prefer) = call.prefer() {
+            request = request.header("prefer", prefer);
         }
         request.json(call.body).send().await.unwrap()
     }
@@ -295,6 +313,14 @@ impl Subject for Notes {
 
     fn lease(&self) -> Duration {
         LEASE
+    }
+
+    fn longest_wait(&self) -> Option<Duration> {
+        Some(LONGEST_WAIT)
+    }
+
+    async fn waiters(&self) -> Option<usize> {
+        Some(self.waits.waiting())
     }
 }
 
@@ -429,4 +455,13 @@ async fn a_refusal_left_open_is_found() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn writes_outside_the_works_transaction_are_found() {
     assert!(fails(Break::WritesOnThePool, 0, check!(a_failed_key_is_retryable)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn waits_left_out_are_found() {
+    let waited = check!(a_repeat_that_waits_gets_the_original_s_answer);
+    assert!(fails(Break::WaitsLeftOut, 0, waited).await);
+    assert!(fails(Break::WaitsLeftOut, 0, check!(a_wait_that_runs_out_is_409)).await);
+    let failed = check!(a_waiter_whose_original_failed_runs_the_request);
+    assert!(fails(Break::WaitsLeftOut, 1, failed).await);
 }

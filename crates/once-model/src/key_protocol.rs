@@ -3,6 +3,10 @@
 //! Several clients send the same request under the same key and retry after a crash, a
 //! failure or an "in progress" answer. Each action is one SQL statement (or one commit), so
 //! its effect on the row is atomic and the checker explores every interleaving of them.
+//!
+//! A client may also ask to wait for a running request (`Prefer: wait`, docs/protocol.md):
+//! it is woken when the row stops running under a valid lease (a notification, or the
+//! fallback read), or its wait runs out and it is told "in progress".
 
 use stateright::{Model, Property};
 
@@ -14,6 +18,27 @@ pub const NO_STALE_COMPLETION: &str = "a stale holder never completes";
 pub const COMPLETES: &str = "the request completes";
 /// Name of the sanity property that the fence is exercised (a stale completion is refused).
 pub const STALE_REFUSED: &str = "a stale holder's completion is refused";
+/// Name of the safety property that every answer a client is given (a waiter's included)
+/// is the stored outcome of the execution that completed.
+pub const ANSWERS_ARE_STORED: &str = "an answer is the stored outcome of the completed execution";
+/// Name of the sanity property that a waiter is woken with the original's stored answer.
+pub const WAITER_REPLAYED: &str = "a waiter is given the stored answer";
+/// Name of the sanity property that a waiter whose original failed runs the request itself.
+pub const WAITER_TOOK_OVER: &str = "a waiter takes over a failed or lapsed key";
+
+/// What a waiting client does when it is woken (`Prefer: wait`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WakeUp {
+    /// Clients never wait: told "in progress" at once, they retry later.
+    NoWaits,
+    /// As implemented: the waiter reads the row and is answered as a repeat at that moment
+    /// (the stored answer, or it claims a failed or lapsed key itself).
+    ReadsTheRow,
+    /// Broken: the waiter takes the notification as "the request it waited for completed"
+    /// and answers with that request's outcome, without reading the row.
+    TrustsTheNotice,
+}
 
 /// The `WHERE` clause of the completing `UPDATE`, i.e. how completion is fenced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,6 +55,7 @@ pub enum CompletionGuard {
 /// The model: `clients` concurrent senders of one request, each making at most `attempts`
 /// claims (the bound that keeps the state space finite).
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct KeyProtocol {
     /// How many clients send the request, each under the same key.
     pub clients: usize,
@@ -38,21 +64,71 @@ pub struct KeyProtocol {
     /// How completion is fenced: [`CompletionGuard::Fenced`] as implemented, or a broken
     /// variant.
     pub guard: CompletionGuard,
+    /// What a waiter does when woken: [`WakeUp::ReadsTheRow`] as implemented, no waits at
+    /// all, or a broken variant.
+    pub wake_up: WakeUp,
 }
 
 impl KeyProtocol {
-    /// The protocol as implemented: completion fenced on the lease token.
+    /// The protocol as implemented: completion fenced on the lease token, and waiters
+    /// that read the row when woken.
     pub fn new(clients: usize, attempts: u8) -> Self {
         Self {
             clients,
             attempts,
             guard: CompletionGuard::Fenced,
+            wake_up: WakeUp::ReadsTheRow,
         }
     }
 
     /// The same protocol with a different completion statement.
     pub fn with_guard(self, guard: CompletionGuard) -> Self {
         Self { guard, ..self }
+    }
+
+    /// The same protocol with waiters that do `wake_up` when woken.
+    pub fn with_wake_up(self, wake_up: WakeUp) -> Self {
+        Self { wake_up, ..self }
+    }
+
+    /// The clients that may ask to wait for the running request: those that would be told
+    /// "in progress".
+    fn waits(&self, s: &KeyState, actions: &mut Vec<KeyAction>) {
+        if self.wake_up == WakeUp::NoWaits {
+            return;
+        }
+        for (i, c) in s.clients.iter().enumerate() {
+            if c.phase == Phase::Idle && c.attempts < self.attempts {
+                actions.push(KeyAction::Wait(i));
+            }
+        }
+    }
+
+    /// Waiter `i` woken in state `s`, into `n`.
+    fn wake(&self, s: &KeyState, n: &mut KeyState, i: usize) -> Option<()> {
+        let Phase::Waiting(awaited) = s.clients[i].phase else {
+            return None;
+        };
+        match (self.wake_up, s.row) {
+            (WakeUp::TrustsTheNotice, _) => {
+                n.clients[i].phase = Phase::Done;
+                n.clients[i].answer = Some(awaited);
+            }
+            (_, Row::Completed) => {
+                n.clients[i].phase = Phase::Done;
+                n.clients[i].answer = s.stored;
+                n.waiter_replayed = true;
+            }
+            // Failed, or a lapsed lease: the waiter's request takes the key over itself.
+            (_, Row::Failed | Row::Processing { .. }) => {
+                n.tokens += 1;
+                n.row = Row::processing(n.tokens);
+                n.clients[i].phase = Phase::Claimed(n.tokens);
+                n.waiter_took_over = true;
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     fn admits(&self, row: Row, mine: u8) -> bool {
@@ -113,19 +189,26 @@ pub enum Phase {
     Working(u8),
     /// Has its answer: its own completion or the stored replay.
     Done,
+    /// Asked to wait, and waits, for the running request that held this token when it
+    /// arrived.
+    Waiting(u8),
 }
 
 /// One client and the server process handling its current attempt.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Client {
     /// Where it stands.
     pub phase: Phase,
-    /// Claims made so far (bounded by [`KeyProtocol::attempts`]).
+    /// Requests sent so far (bounded by [`KeyProtocol::attempts`]).
     pub attempts: u8,
+    /// The answer it was given: the token of the execution whose outcome it is.
+    pub answer: Option<u8>,
 }
 
 /// A state of the model: the row, the clients, and what has been committed.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct KeyState {
     /// The key row.
     pub row: Row,
@@ -139,6 +222,12 @@ pub struct KeyState {
     pub stale_commits: u8,
     /// A completion matched no row and rolled back (the fence did its job once).
     pub refused: bool,
+    /// The token of the execution whose answer the row stores (the last completion).
+    pub stored: Option<u8>,
+    /// A waiter was given the stored answer.
+    pub waiter_replayed: bool,
+    /// A waiter took the key over and ran the request itself.
+    pub waiter_took_over: bool,
 }
 
 /// One statement, named by its outcome where one statement has several (claim) so that a
@@ -170,6 +259,13 @@ pub enum KeyAction {
     Crash(usize),
     /// Time passes beyond `locked_until`.
     Expire,
+    /// The row is running under a valid lease, and the client asked to wait: it waits.
+    Wait(usize),
+    /// A waiter is woken (a notification or the fallback read): the row no longer runs
+    /// under a valid lease.
+    Woken(usize),
+    /// A waiter's wait runs out (or its process dies): it is told "in progress".
+    WaitOut(usize),
 }
 
 impl Model for KeyProtocol {
@@ -180,6 +276,7 @@ impl Model for KeyProtocol {
         let client = Client {
             phase: Phase::Idle,
             attempts: 0,
+            answer: None,
         };
         vec![KeyState {
             row: Row::Absent,
@@ -188,6 +285,9 @@ impl Model for KeyProtocol {
             effects: 0,
             stale_commits: 0,
             refused: false,
+            stored: None,
+            waiter_replayed: false,
+            waiter_took_over: false,
         }]
     }
 
@@ -204,6 +304,18 @@ impl Model for KeyProtocol {
                     Row::Completed => KeyAction::Replay(i),
                 }),
                 Phase::Idle | Phase::Done => {}
+                Phase::Waiting(_) => {
+                    if !matches!(
+                        s.row,
+                        Row::Processing {
+                            lease_valid: true,
+                            ..
+                        }
+                    ) {
+                        actions.push(KeyAction::Woken(i));
+                    }
+                    actions.push(KeyAction::WaitOut(i));
+                }
                 Phase::Claimed(t) | Phase::Working(t) => {
                     actions.push(if c.phase == Phase::Claimed(t) {
                         KeyAction::Work(i)
@@ -228,6 +340,7 @@ impl Model for KeyProtocol {
         } = s.row
         {
             actions.push(KeyAction::Expire);
+            self.waits(s, actions);
         }
     }
 
@@ -244,6 +357,7 @@ impl Model for KeyProtocol {
             KeyAction::Replay(i) => {
                 n.clients[i].attempts += 1;
                 n.clients[i].phase = Phase::Done;
+                n.clients[i].answer = s.stored;
             }
             KeyAction::Work(i) => {
                 let Phase::Claimed(t) = s.clients[i].phase else {
@@ -262,7 +376,9 @@ impl Model for KeyProtocol {
                         n.stale_commits += 1;
                     }
                     n.row = Row::Completed;
+                    n.stored = Some(t);
                     n.clients[i].phase = Phase::Done;
+                    n.clients[i].answer = Some(t);
                 } else {
                     // 0 rows: roll back; the client retries and learns the outcome then.
                     n.refused = true;
@@ -298,6 +414,12 @@ impl Model for KeyProtocol {
                     lease_valid: false,
                 };
             }
+            KeyAction::Wait(i) => {
+                n.clients[i].attempts += 1;
+                n.clients[i].phase = Phase::Waiting(s.row.token()?);
+            }
+            KeyAction::Woken(i) => self.wake(s, &mut n, i)?,
+            KeyAction::WaitOut(i) => n.clients[i].phase = Phase::Idle,
         }
         Some(n)
     }
@@ -308,6 +430,12 @@ impl Model for KeyProtocol {
             Property::always(NO_STALE_COMPLETION, |_, s: &KeyState| s.stale_commits == 0),
             Property::sometimes(COMPLETES, |_, s: &KeyState| s.row == Row::Completed),
             Property::sometimes(STALE_REFUSED, |_, s: &KeyState| s.refused),
+            Property::always(ANSWERS_ARE_STORED, |_, s: &KeyState| {
+                let given = s.clients.iter().filter_map(|c| c.answer);
+                given.into_iter().all(|a| s.stored == Some(a))
+            }),
+            Property::sometimes(WAITER_REPLAYED, |_, s: &KeyState| s.waiter_replayed),
+            Property::sometimes(WAITER_TOOK_OVER, |_, s: &KeyState| s.waiter_took_over),
         ]
     }
 }

@@ -2,17 +2,18 @@
 //! bounds):
 //!
 //! - [`key_protocol`]: the idempotency key row (claim, takeover, fenced completion, lease
-//!   expiry, crashes) as in `once-pg`;
+//!   expiry, crashes, and repeats that wait for the running request) as in `once-pg`;
 //! - [`event_chain`]: outbox relay, at-least-once bus and the consumer's dedup row as in
 //!   `once-events`.
 //!
 //! Each model names its properties with public constants (for
 //! [`stateright::Checker::discovery`] and [`stateright::Model::property`]), and has broken
-//! variants ([`key_protocol::CompletionGuard`], [`event_chain::Dedup`]) that the checker
-//! refutes with a counterexample. The bounds (clients and claims; events, crashes and
-//! redeliveries) are the models' parameters: the crate's own tests check three clients
-//! making three claims each (about 200,000 unique states) and two events with three crashes
-//! and two redeliveries (about 48,000), each in seconds in a debug build.
+//! variants ([`key_protocol::CompletionGuard`], [`key_protocol::WakeUp`],
+//! [`event_chain::Dedup`]) that the checker refutes with a counterexample. The bounds
+//! (clients and requests; events, crashes and redeliveries) are the models' parameters: the
+//! crate's own tests check three clients sending three requests each, waits included (about
+//! 950,000 unique states, under 20 s in a debug build), and two events with three crashes
+//! and two redeliveries (about 48,000, about a second).
 //!
 //! Not modelled: real time (a lease is either valid or expired), the request fingerprint,
 //! quotas, purging old keys, the stored response itself, effects outside the database, and

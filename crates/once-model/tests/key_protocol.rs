@@ -1,7 +1,8 @@
 mod common;
 
 use once_model::key_protocol::{
-    CompletionGuard, KeyAction, KeyProtocol, AT_MOST_ONCE, NO_STALE_COMPLETION,
+    CompletionGuard, KeyAction, KeyProtocol, WakeUp, ANSWERS_ARE_STORED, AT_MOST_ONCE,
+    NO_STALE_COMPLETION,
 };
 use stateright::Checker;
 
@@ -50,6 +51,40 @@ fn completion_guarded_on_state_only_lets_a_stale_holder_complete() {
         .into_actions()
         .iter()
         .any(|a| matches!(a, KeyAction::TakeOver(_))));
+    // Waits change nothing in completion: checked without them, in a seventh of the time.
+    let state_only = state_only.with_wake_up(WakeUp::NoWaits);
     common::check("key protocol (WHERE state only), full", state_only)
         .assert_no_discovery(AT_MOST_ONCE);
+}
+
+/// A waiter that takes its notification for "the request I waited for completed" is given
+/// an outcome the key never stored: the original's, after it failed or was taken over.
+#[test]
+fn a_waiter_that_trusts_the_notice_is_answered_with_an_outcome_never_stored() {
+    let trusting = model().with_wake_up(WakeUp::TrustsTheNotice);
+    let path = common::counterexample(
+        "key protocol (waiter trusts the notice)",
+        trusting,
+        ANSWERS_ARE_STORED,
+    );
+    let last = path.last_state().clone();
+    assert!(path
+        .into_actions()
+        .iter()
+        .any(|a| matches!(a, KeyAction::Woken(_))));
+    let given: Vec<_> = last.clients.iter().filter_map(|c| c.answer).collect();
+    assert!(given.iter().any(|a| last.stored != Some(*a)), "{last:?}");
+}
+
+/// Without waits the protocol is the one the draft describes, and every safety property
+/// holds in it too.
+#[test]
+fn without_waits_every_safety_property_holds() {
+    let checker = common::check(
+        "key protocol (no waits)",
+        model().with_wake_up(WakeUp::NoWaits),
+    );
+    for property in [AT_MOST_ONCE, NO_STALE_COMPLETION, ANSWERS_ARE_STORED] {
+        checker.assert_no_discovery(property);
+    }
 }

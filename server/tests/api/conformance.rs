@@ -37,10 +37,16 @@ impl Subject for Shop {
         if let Some(key) = call.key {
             request = request.header("idempotency-key", key);
         }
+        if let Some(prefer) = call.prefer() {
+            request = request.header("prefer", prefer);
+        }
         request = match call.fault {
             Fault::Hold(gate) => request.header("once-test-hold", gate),
             Fault::FailTransient => request.header("once-test-fail", "transient"),
             Fault::ReadOnly => request.header("once-test-fail", "read-only"),
+            Fault::HoldThenFail(gate) => request
+                .header("once-test-hold", gate)
+                .header("once-test-fail", "transient"),
             _ => request,
         };
         request.send().await.expect("the shop answers")
@@ -70,6 +76,15 @@ impl Subject for Shop {
 
     fn lease(&self) -> Duration {
         LEASE
+    }
+
+    fn longest_wait(&self) -> Option<Duration> {
+        Some(self.0.config.idempotency_waits.longest)
+    }
+
+    async fn waiters(&self) -> Option<usize> {
+        let waiters = self.0.get_json(&self.0.client, "/_test/waiters").await;
+        waiters["waiting"].as_u64().map(|n| n as usize)
     }
 }
 
