@@ -1,4 +1,5 @@
-//! `chaos [SECONDS] [--shoppers N] [--prove-checker] [--ha]`: runs Once as it is deployed,
+//! `chaos [SECONDS] [--shoppers N] [--prefer-wait S] [--prove-checker] [--ha]`: runs Once as
+//! it is deployed,
 //! breaks it for SECONDS while shoppers retry, lets it settle, and checks that every promise
 //! of "exactly once" held. With `--ha` the data tier is the failover deployment (PostgreSQL
 //! primary and synchronous standby behind HAProxy, a three-node NATS cluster) and three
@@ -7,7 +8,9 @@
 //! `--prove-checker`, it then plants faults in copies of the finished run's database and
 //! shows that the checker reports each. Exits non-zero when anything is lost, duplicated or
 //! unexpected. Started by `scripts/chaos`, which sets up the run's own PostgreSQL and the
-//! binaries (docs/design.md, "Proving it under faults"; docs/scale.md).
+//! binaries (docs/design.md, "Proving it under faults"; docs/scale.md). The shoppers' repeats
+//! ask the server to wait up to S seconds (3 by default) for their key's running request
+//! (`Prefer: wait`); `--prefer-wait 0` makes them poll after 409s instead, as before.
 
 mod check;
 mod deployment;
@@ -30,6 +33,7 @@ struct Args {
     shoppers: usize,
     prove_checker: bool,
     ha: bool,
+    prefer_wait: u32,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -38,6 +42,7 @@ fn args() -> anyhow::Result<Args> {
         shoppers: 16,
         prove_checker: false,
         ha: false,
+        prefer_wait: 3,
     };
     let mut given = std::env::args().skip(1);
     while let Some(arg) = given.next() {
@@ -45,6 +50,7 @@ fn args() -> anyhow::Result<Args> {
             "--prove-checker" => args.prove_checker = true,
             "--ha" => args.ha = true,
             "--shoppers" => args.shoppers = given.next().unwrap_or_default().parse()?,
+            "--prefer-wait" => args.prefer_wait = given.next().unwrap_or_default().parse()?,
             seconds => args.seconds = seconds.parse()?,
         }
     }
@@ -102,8 +108,10 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
             .collect();
 
     println!(
-        "chaos: {} shoppers for {} s against {} servers and 4 workers{}, with faults",
+        "chaos: {} shoppers (Prefer: wait={}) for {} s against {} servers and 4 workers{}, \
+         with faults",
         args.shoppers,
+        args.prefer_wait,
         args.seconds,
         deployment.servers.len(),
         if args.ha {
@@ -120,7 +128,11 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
     let tally = shoppers::Tally::default();
     let (intents, faults) = {
         let entries = deployment.settings.entry_urls();
-        let shopping = shoppers::run(args.shoppers, &entries, deadlines, &tally);
+        let clients = shoppers::Clients {
+            count: args.shoppers,
+            prefer_wait: args.prefer_wait,
+        };
+        let shopping = shoppers::run(clients, &entries, deadlines, &tally);
         let breaking = async {
             let faults = faults::run(deployment, last_intent).await;
             // Whatever the faults left down or paused runs again for the intents in hand.

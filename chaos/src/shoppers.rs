@@ -98,20 +98,38 @@ pub struct Deadlines {
     pub give_up: Instant,
 }
 
-/// Runs `shoppers` shoppers against `entries` until the deadlines; returns their intents.
+/// How many shoppers, and how their repeats ask to wait.
+#[derive(Clone, Copy)]
+pub struct Clients {
+    pub count: usize,
+    /// The `Prefer: wait=N` every keyed request carries, in seconds (0: none): a repeat
+    /// that finds its key running is answered when it ends, instead of 409 at once. Below
+    /// the client's timeout, so the wait is not cut short.
+    pub prefer_wait: u32,
+}
+
+/// How long a request may take before the client gives up on it.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(4);
+
+/// Runs the shoppers against `entries` until the deadlines; returns their intents.
 pub async fn run(
-    shoppers: usize,
+    clients: Clients,
     entries: &[String],
     deadlines: Deadlines,
     tally: &Tally,
 ) -> Vec<Intent> {
     let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(4))
+        .timeout(CLIENT_TIMEOUT)
         .build()
         .expect("http client");
-    let each = (0..shoppers).map(|_| {
+    let prefer = (clients.prefer_wait > 0).then(|| {
+        let wait = clients.prefer_wait.min(CLIENT_TIMEOUT.as_secs() as u32 - 1);
+        format!("wait={wait}")
+    });
+    let each = (0..clients.count).map(|_| {
         let mut shopper = Shopper {
             client: &client,
+            prefer: prefer.as_deref(),
             entries,
             deadlines,
             tally,
@@ -146,6 +164,8 @@ pub async fn run(
 /// One shopper: its client, where it sends requests, and its stretch without answers.
 struct Shopper<'a> {
     client: &'a reqwest::Client,
+    /// The `Prefer` header of every keyed request, if any.
+    prefer: Option<&'a str>,
     entries: &'a [String],
     deadlines: Deadlines,
     tally: &'a Tally,
@@ -271,14 +291,15 @@ impl Shopper<'_> {
         let mut attempt = 0;
         while Instant::now() < self.deadlines.give_up {
             let sent = Instant::now();
-            let response = self
+            let mut request = self
                 .client
                 .post(format!("{}{path}", self.any_entry()))
                 .header("cookie", cookie)
-                .header("idempotency-key", key)
-                .json(body)
-                .send()
-                .await;
+                .header("idempotency-key", key);
+            if let Some(prefer) = self.prefer {
+                request = request.header("prefer", prefer);
+            }
+            let response = request.json(body).send().await;
             match response {
                 Ok(response) => {
                     let status = response.status().as_u16();

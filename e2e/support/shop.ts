@@ -67,6 +67,25 @@ export function recordPosts(page: Page, path: RegExp): string[] {
   return posts;
 }
 
+/** Records the answers to the POSTs `page` sends to `path`: each one's status, and the
+ * `Prefer` header its request carried. */
+export function recordAnswers(page: Page, path: RegExp): { status: number; prefer: string | null }[] {
+  const answers: { status: number; prefer: string | null }[] = [];
+  page.on('response', async (r) => {
+    const request = r.request();
+    if (request.method() !== 'POST' || !path.test(new URL(r.url()).pathname)) return;
+    answers.push({ status: r.status(), prefer: await request.headerValue('prefer') });
+  });
+  return answers;
+}
+
+/** Waits until a repeat waits on the server at `base` for its key's running request. */
+export async function waitUntilWaiting(request: APIRequestContext, base: string) {
+  await expect
+    .poll(async () => (await (await request.get(`${base}/_test/waiters`)).json()).waiting, { timeout: 15_000 })
+    .toBeGreaterThanOrEqual(1);
+}
+
 /** Releases every held request and disarms every gate of the server at `base`. */
 export async function resetGates(request: APIRequestContext, base: string) {
   expect((await request.post(`${base}/_test/reset`)).status()).toBe(204);

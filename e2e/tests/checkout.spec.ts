@@ -10,8 +10,10 @@ import {
   orders,
   ORDER_URL,
   PLACE_ORDER_PATH,
+  recordAnswers,
   recordPosts,
   waitUntilHeld,
+  waitUntilWaiting,
 } from '../support/shop';
 import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
@@ -87,10 +89,11 @@ test('3. the server killed mid-request and restarted: the retry completes one or
   }
 });
 
-test('4. a reload while the submit is in flight resumes the same intent', async ({ page, baseURL, request }) => {
+test('4. a reload while the submit is in flight resumes the same intent, waiting for the first try', async ({ page, baseURL, request }) => {
   await addToCart(page, 'BAG-004', 1);
   await page.goto('/checkout');
   await hydrated(page);
+  const answers = recordAnswers(page, PLACE_ORDER_PATH);
   await armGate(request, baseURL!, 'reload');
   await page.getByRole('button', { name: 'Place order' }).click();
   await waitUntilHeld(request, baseURL!, 'reload');
@@ -98,11 +101,19 @@ test('4. a reload while the submit is in flight resumes the same intent', async 
   await page.reload();
   await hydrated(page);
   await expect(page.getByTestId('submit-status')).not.toBeEmpty();
+  // The resumed intent asks the server to wait for the held first try (Prefer: wait), so
+  // it waits there, answered when the first try commits, instead of polling after a 409.
+  await waitUntilWaiting(request, baseURL!);
   await openGate(request, baseURL!, 'reload');
 
   await expect(page).toHaveURL(ORDER_URL);
   await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
   expect(await orders(page)).toHaveLength(1);
+  expect(answers.length).toBeGreaterThanOrEqual(1);
+  for (const answer of answers) {
+    expect(answer.prefer).toMatch(/^wait=\d+$/);
+    expect(answer.status).not.toBe(409);
+  }
 });
 
 test('5. buying the same cart again after a success is a new intent', async ({ page }) => {

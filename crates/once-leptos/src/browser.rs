@@ -126,20 +126,33 @@ mod imp {
         )
     }
 
-    async fn post(intent: &Intent) -> Result<Response, gloo_net::Error> {
-        Request::post(intent.url.as_deref().unwrap_or_default())
+    /// The `Prefer` header asking the server to wait `seconds` for the key's running
+    /// first request (docs/protocol.md, "Waiting for the original"); `None` for 0.
+    fn prefer(seconds: u32) -> Option<String> {
+        (seconds > 0).then(|| format!("wait={seconds}"))
+    }
+
+    /// Sends the intent, asking to wait `wait_s` if its key's first request is running.
+    async fn post(intent: &Intent, wait_s: u32) -> Result<Response, gloo_net::Error> {
+        let mut request = Request::post(intent.url.as_deref().unwrap_or_default())
             .header("Idempotency-Key", &intent.key)
             .header("Content-Type", "application/json")
-            .header("Accept", "application/json")
+            .header("Accept", "application/json");
+        if let Some(prefer) = prefer(wait_s) {
+            request = request.header("Prefer", &prefer);
+        }
+        request
             .body(intent.body.clone().unwrap_or_default())?
             .send()
             .await
     }
 
-    /// An answer, read once: its status, `Retry-After`, and the JSON body.
+    /// An answer, read once: its status, `Retry-After`, whether the server waited as asked,
+    /// and the JSON body.
     struct Reply {
         status: u16,
         retry_after_s: Option<u32>,
+        waited: bool,
         body: serde_json::Value,
     }
 
@@ -149,6 +162,7 @@ mod imp {
                 return Self {
                     status: 0,
                     retry_after_s: None,
+                    waited: false,
                     body: Default::default(),
                 };
             };
@@ -159,6 +173,7 @@ mod imp {
             Self {
                 status: response.status(),
                 retry_after_s,
+                waited: waited(&response),
                 body: response.json().await.unwrap_or_default(),
             }
         }
@@ -188,11 +203,12 @@ mod imp {
             if ui.cancelled() {
                 return Outcome::GaveUp(messages.cancelled.into());
             }
-            let reply = Reply::read(post(intent).await).await;
+            let reply = Reply::read(post(intent, policy.prefer_wait_s).await).await;
             let answer = Answer {
                 status: reply.status,
                 problem: reply.problem_name(),
                 retry_after_s: reply.retry_after_s,
+                waited: reply.waited,
             };
             let waited = first_wait.map_or(0, |t| (now_ms() - t) as u32);
             match policy::next(policy, &answer, retry, waited, js_sys::Math::random()) {
@@ -211,7 +227,7 @@ mod imp {
                         (false, Some(resuming)) => resuming,
                         (false, None) => messages.waiting_for_first,
                     });
-                    await_first(&intent.key, wait_ms).await;
+                    await_first(&intent.key, wait_ms, policy.prefer_wait_s).await;
                 }
                 Next::GiveUp => {
                     return Outcome::GaveUp(match reply.status {
@@ -224,14 +240,31 @@ mod imp {
         }
     }
 
+    /// Whether the server waited as the request asked (`Preference-Applied: wait=…`).
+    fn waited(response: &Response) -> bool {
+        let applied = response.headers().get("preference-applied");
+        applied.is_some_and(|v| v.trim().starts_with("wait="))
+    }
+
     /// Waits while the server reports the key's first request as still processing; the
-    /// caller then asks again, and gets the stored answer once it is complete.
-    async fn await_first(key: &str, wait_ms: u32) {
+    /// caller then asks again, and gets the stored answer once it is complete. Each read
+    /// asks the server to answer only when the first request ends, or after `wait_s` (a
+    /// long poll); when it does not wait, the reads are `wait_ms` apart, at least a second.
+    async fn await_first(key: &str, mut wait_ms: u32, wait_s: u32) {
         let url = key_url(key);
         for _ in 0..10 {
             pause(wait_ms).await;
-            let Ok(response) = Request::get(&url).send().await else {
+            let mut read = Request::get(&url);
+            if let Some(prefer) = prefer(wait_s) {
+                read = read.header("Prefer", &prefer);
+            }
+            let Ok(response) = read.send().await else {
                 return;
+            };
+            wait_ms = if waited(&response) {
+                0
+            } else {
+                wait_ms.max(1_000)
             };
             let status: serde_json::Value = response.json().await.unwrap_or_default();
             if status["state"] != "processing" {

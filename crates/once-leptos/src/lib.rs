@@ -10,7 +10,10 @@
 //!   meanwhile is ignored (the page also disables its button);
 //! * **the same key for every try**: network errors and 408, 425, 429, 502, 503, 504 are
 //!   sent again under the same key, with full-jitter backoff and `Retry-After` honoured;
-//!   409 `request-in-progress` waits for the first try and asks again;
+//!   409 `request-in-progress` waits for the first try and asks again. Every request asks
+//!   the server to wait for the key's running first try (`Prefer: wait`,
+//!   [`RetryPolicy::prefer_wait_s`]), so a repeat is answered when that try ends, not told
+//!   409 and left to poll; a server that does not wait is polled as before;
 //! * **a reload resumes**: the intent in flight is kept in `sessionStorage` and sent again
 //!   after a reload, under the same key, if it is younger than the server keeps keys;
 //! * **an earlier intent is never acted on silently**: where the server owns the key (the

@@ -19,6 +19,11 @@ pub struct RetryPolicy {
     pub slow_after_ms: u32,
     /// How long a `request-in-progress` answer is waited on at all.
     pub in_progress_limit_ms: u32,
+    /// How long each request asks the server to wait for its key's running first request
+    /// (`Prefer: wait=N`, in seconds; the server grants at most its own longest wait): the
+    /// answer then comes when the first request ends, instead of a 409 to poll after.
+    /// 0: never ask.
+    pub prefer_wait_s: u32,
     /// How old a stored intent may be and still be resumed after a reload: the server
     /// forgets a key after its retention, so an older one would be a new request.
     pub resume_within_ms: f64,
@@ -33,6 +38,7 @@ impl Default for RetryPolicy {
             max_retry_after_ms: 30_000,
             slow_after_ms: 30_000,
             in_progress_limit_ms: 120_000,
+            prefer_wait_s: 10,
             resume_within_ms: 86_400_000.0,
         }
     }
@@ -47,6 +53,8 @@ pub struct Answer<'a> {
     pub problem: Option<&'a str>,
     /// `Retry-After` in seconds, if the server sent one.
     pub retry_after_s: Option<u32>,
+    /// Whether the server waited as asked before answering (`Preference-Applied: wait`).
+    pub waited: bool,
 }
 
 /// What to do next with an intent.
@@ -62,7 +70,8 @@ pub enum Next {
         /// How long to wait before sending it again, in milliseconds.
         wait_ms: u32,
     },
-    /// The first submit of this key is still running: ask again after `wait_ms`.
+    /// The first submit of this key is still running: ask again after `wait_ms` (0 when
+    /// the server has just waited for it: ask again at once, asking it to wait again).
     AwaitFirst {
         /// How long to wait before asking again, in milliseconds.
         wait_ms: u32,
@@ -126,9 +135,12 @@ pub fn next(
     }
     match answer.status {
         409 if waited_ms < policy.in_progress_limit_ms => Next::AwaitFirst {
-            wait_ms: retry_after_ms
-                .unwrap_or(1_000)
-                .min(policy.max_retry_after_ms),
+            wait_ms: match answer.waited {
+                true => 0,
+                false => retry_after_ms
+                    .unwrap_or(1_000)
+                    .min(policy.max_retry_after_ms),
+            },
         },
         status if is_retryable(status) && retry < policy.max_retries => {
             let jitter = backoff_ms(policy, retry + 1, random);
@@ -178,6 +190,7 @@ mod tests {
             status,
             problem: None,
             retry_after_s: None,
+            waited: false,
         }
     }
 
@@ -237,12 +250,14 @@ mod tests {
             status: 503,
             problem: None,
             retry_after_s: Some(7),
+            waited: false,
         };
         assert_eq!(next(&p, &busy, 0, 0, 0.0), Next::Retry { wait_ms: 7_000 });
         let limited = Answer {
             status: 429,
             problem: None,
             retry_after_s: Some(2),
+            waited: false,
         };
         assert_eq!(
             next(&p, &limited, 3, 0, 0.0),
@@ -252,6 +267,7 @@ mod tests {
             status: 429,
             problem: None,
             retry_after_s: Some(3_600),
+            waited: false,
         };
         assert_eq!(next(&p, &absurd, 0, 0, 0.0), Next::GiveUp);
     }
@@ -263,6 +279,7 @@ mod tests {
             status: 409,
             problem: Some("request-in-progress"),
             retry_after_s: Some(1),
+            waited: false,
         };
         assert_eq!(
             next(&p, &running, 0, 0, 0.5),
@@ -276,12 +293,32 @@ mod tests {
     }
 
     #[test]
+    fn a_request_in_progress_the_server_waited_for_is_asked_again_at_once() {
+        let p = RetryPolicy::default();
+        let waited = Answer {
+            status: 409,
+            problem: Some("request-in-progress"),
+            retry_after_s: Some(1),
+            waited: true,
+        };
+        assert_eq!(
+            next(&p, &waited, 0, 0, 0.5),
+            Next::AwaitFirst { wait_ms: 0 }
+        );
+        assert_eq!(
+            next(&p, &waited, 0, p.in_progress_limit_ms, 0.5),
+            Next::GiveUp
+        );
+    }
+
+    #[test]
     fn a_conflict_the_work_decided_ends_the_intent_and_a_wait_does_not() {
         let p = RetryPolicy::default();
         let taken = Answer {
             status: 409,
             problem: Some("room-taken"),
             retry_after_s: None,
+            waited: false,
         };
         assert!(
             ends_key(&taken),
@@ -292,6 +329,7 @@ mod tests {
             status: 409,
             problem: Some("resource-busy"),
             retry_after_s: Some(2),
+            waited: false,
         };
         assert_eq!(
             next(&p, &busy, 0, 0, 0.5),
@@ -306,6 +344,7 @@ mod tests {
             status: 409,
             problem: Some("payment-in-progress"),
             retry_after_s: Some(1),
+            waited: false,
         };
         assert!(ends_key(&other));
         assert_eq!(next(&p, &other, 0, 0, 0.5), Next::Refused);
