@@ -34,20 +34,9 @@ pub async fn key_status(db: &PgPool, scope: &str, raw: &str) -> Result<KeyState,
 }
 
 /// Like [`key_status`], but a key whose request runs under a valid lease is answered when
-/// it stops running (completed, failed, or its lease lapsed), or once `wait` has passed
-/// (at most what `waits` allows).
-pub async fn key_status_waiting(
-    db: &PgPool,
-    waits: &Waits,
-    scope: &str,
-    raw: &str,
-    wait: Duration,
-) -> Result<KeyState, Refusal> {
-    let (state, _) = read_waiting(db, waits, scope, raw, wait).await?;
-    Ok(state)
-}
-
-/// [`key_status_waiting`], and whether the wait was honoured (there was room for it).
+/// it stops running (completed, failed, or its lease lapsed), or once `wait` has passed (at
+/// most what `waits` allows); and whether the wait was honoured (there was room for it).
+/// Served through [`answer`], which says so in `Preference-Applied`.
 async fn read_waiting(
     db: &PgPool,
     waits: &Waits,

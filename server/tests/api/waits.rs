@@ -24,6 +24,22 @@ async fn awaited(app: &TestApp, key: &str) {
     .await;
 }
 
+/// A repeat of the order under `key`, sent by `client` to the shop at `base` (an instance's
+/// address), asking to wait 5 s.
+fn spawn_waiting_repeat(
+    client: &reqwest::Client,
+    base: &str,
+    key: &str,
+) -> tokio::task::JoinHandle<reqwest::Response> {
+    let repeat = client
+        .post(format!("{base}/api/orders"))
+        .header("content-type", "application/json")
+        .header("idempotency-key", key)
+        .header("prefer", "wait=5")
+        .body(MUG_ORDER);
+    tokio::spawn(async move { repeat.send().await.unwrap() })
+}
+
 async fn assert_replay_of(repeat: reqwest::Response, original: reqwest::Response) {
     assert_eq!(repeat.status(), original.status());
     assert_eq!(repeat.headers()["idempotent-replayed"], "true");
@@ -40,21 +56,7 @@ async fn a_repeated_order_on_another_instance_gets_the_originals_answer() {
     let b = second_instance(&a).await;
     let original = a.spawn_held_order("wait-1", "held");
     a.wait_until_held("held", 1).await;
-    let waits = [("prefer", "wait=5")];
-    let repeat = {
-        let (client, b) = (a.client.clone(), b.address.clone());
-        tokio::spawn(async move {
-            client
-                .post(format!("{b}/api/orders"))
-                .header("content-type", "application/json")
-                .header("idempotency-key", "wait-1")
-                .header(waits[0].0, waits[0].1)
-                .body(MUG_ORDER)
-                .send()
-                .await
-                .unwrap()
-        })
-    };
+    let repeat = spawn_waiting_repeat(&a.client, &b.address, "wait-1");
     awaited(&a, "wait-1").await;
 
     a.open_gate("held").await;
@@ -143,14 +145,7 @@ async fn a_graceful_stop_answers_a_waiting_repeat_503() {
     }));
     let original = a.spawn_held_order("stop-1", "held");
     a.wait_until_held("held", 1).await;
-    let repeat = a
-        .client
-        .post(format!("{b_base}/api/orders"))
-        .header("content-type", "application/json")
-        .header("idempotency-key", "stop-1")
-        .header("prefer", "wait=5")
-        .body(MUG_ORDER);
-    let repeat = tokio::spawn(async move { repeat.send().await.unwrap() });
+    let repeat = spawn_waiting_repeat(&a.client, &b_base, "stop-1");
     awaited(&a, "stop-1").await;
 
     stop.send(()).unwrap();
