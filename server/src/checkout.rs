@@ -90,11 +90,12 @@ pub struct Placer<'a> {
     pub client: Option<String>,
 }
 
-/// Who asks for a checkout: a client's request, or the form asking again while it waits
-/// for the first submit (asks a client did not send, and not repeats for the journal).
+/// Who asks for a checkout: a client's request (with the wait it asked for, `Prefer:
+/// wait`), or the form asking again while it waits for the first submit (asks a client did
+/// not send, and not repeats for the journal).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Asking {
-    Client,
+    Client { wait: Option<Duration> },
     FormWaiting,
 }
 
@@ -131,6 +132,10 @@ pub async fn checkout_cart(
         orders::CREATE_ORDER,
         &body,
     );
+    let request = match asking {
+        Asking::Client { wait } => request.with_wait(wait),
+        Asking::FormWaiting => request,
+    };
     let door = orders::store::Door::Checkout;
     let quota = orders::pending_quota(&checkout.config, placer.client.clone());
     Ok(orders::create_order(&idem, request, new_order, door, quota).await)
@@ -186,7 +191,8 @@ async fn place_order_api(
         session_id: &shopper.id,
         client,
     };
-    checkout_cart(&checkout, faults, &placer, key.key, Asking::Client).await
+    let asking = Asking::Client { wait: key.wait };
+    checkout_cart(&checkout, faults, &placer, key.key, asking).await
 }
 
 #[derive(Deserialize)]
@@ -217,7 +223,7 @@ async fn place_order_form(
         client,
     };
     let started = Instant::now();
-    let mut asking = Asking::Client;
+    let mut asking = Asking::Client { wait: None };
     loop {
         let answer = checkout_cart(&checkout, faults.clone(), &placer, key.clone(), asking).await;
         asking = Asking::FormWaiting;

@@ -312,6 +312,29 @@ async fn at_the_deadline_a_waiter_is_told_409_and_the_wait_is_capped() {
     pair.test_db.drop_database().await;
 }
 
+/// RFC 7240's `wait` is in whole seconds: a grant under a second is waited out, but not
+/// said as `wait=0`, which would tell the client that no wait was made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_grant_under_a_second_is_waited_out_and_not_said() {
+    let longest = Duration::from_millis(400);
+    let pair = start(limits(20, NO_FALLBACK), longest).await;
+    let original = pair.held_original("ann", "k-1", "commit").await;
+
+    let asked = Instant::now();
+    let repeat = within(
+        pair.post(On::B, "ann", "k-1", Some(5)),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(asked.elapsed() >= longest);
+    assert_eq!(repeat.status, StatusCode::CONFLICT, "{repeat:?}");
+    assert_eq!(repeat.header("preference-applied"), None);
+
+    pair.gates.open("commit");
+    assert_eq!(original.await.unwrap().status, StatusCode::CREATED);
+    pair.test_db.drop_database().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn without_the_preference_a_repeat_is_told_409_at_once() {
     let pair = start(limits(20, NO_FALLBACK), Duration::from_secs(30)).await;
@@ -377,6 +400,8 @@ async fn a_graceful_stop_answers_waiters_503_and_takes_no_more() {
             "{answered:?}"
         );
         assert!(answered.header("retry-after").is_some());
+        // No wait was honoured: the stop cut it short, or refused it.
+        assert_eq!(answered.header("preference-applied"), None);
         let problem: Value = serde_json::from_slice(&answered.body).unwrap();
         assert!(problem["type"]
             .as_str()

@@ -21,14 +21,15 @@ const WAIT_MAX_SECS: u64 = 3600;
 /// assert_eq!(wait(["wait=soon"]), None);
 /// ```
 pub fn wait<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Duration> {
-    let mut preferences = values
-        .into_iter()
-        .flat_map(|value| value.split(','))
-        .filter_map(|preference| {
-            // A preference's own value comes before its parameters (`;`).
-            let (name, value) = preference.split(';').next()?.split_once('=')?;
-            Some((name.trim(), value.trim()))
-        });
+    let mut preferences = values.into_iter().flat_map(preferences).map(|preference| {
+        // A preference's own value comes before its parameters (`;`).
+        let own = preference.split(';').next().unwrap_or_default();
+        match own.split_once('=') {
+            Some((name, value)) => (name.trim(), value.trim()),
+            None => (own.trim(), ""),
+        }
+    });
+    // Only the first `wait` counts (RFC 7240, section 2), even one without a value.
     let (_, value) = preferences.find(|(name, _)| name.eq_ignore_ascii_case("wait"))?;
     let value = value
         .strip_prefix('"')
@@ -39,6 +40,27 @@ pub fn wait<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Duration> {
     }
     let secs = value.parse::<u64>().unwrap_or(WAIT_MAX_SECS);
     Some(Duration::from_secs(secs.min(WAIT_MAX_SECS)))
+}
+
+/// The preferences of one `Prefer` value: split at its commas, except those inside a
+/// quoted string (`foo="a, wait=3"` is one preference, not a wait).
+fn preferences(value: &str) -> Vec<&str> {
+    let (mut parts, mut start) = (Vec::new(), 0);
+    let (mut quoted, mut escaped) = (false, false);
+    for (at, c) in value.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                parts.push(&value[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&value[start..]);
+    parts
 }
 
 #[cfg(test)]
@@ -71,6 +93,9 @@ mod tests {
             &["wait=\"\""],
             &["wait=1e3"],
             &["waiting=3"],
+            &["foo=\"x, wait=3, y\""],
+            &["foo=\"a \\\" , wait=3\""],
+            &["wait, wait=3"],
         ] {
             assert_eq!(secs(values), None, "{values:?}");
         }

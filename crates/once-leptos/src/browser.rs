@@ -240,16 +240,19 @@ mod imp {
         }
     }
 
-    /// Whether the server waited as the request asked (`Preference-Applied: wait=…`).
+    /// Whether the server waited as the request asked (`Preference-Applied: wait=N`, N at
+    /// least a second).
     fn waited(response: &Response) -> bool {
         let applied = response.headers().get("preference-applied");
-        applied.is_some_and(|v| v.trim().starts_with("wait="))
+        let seconds = applied.and_then(|v| v.trim().strip_prefix("wait=")?.parse::<u32>().ok());
+        seconds.is_some_and(|s| s > 0)
     }
 
     /// Waits while the server reports the key's first request as still processing; the
     /// caller then asks again, and gets the stored answer once it is complete. Each read
     /// asks the server to answer only when the first request ends, or after `wait_s` (a
-    /// long poll); when it does not wait, the reads are `wait_ms` apart, at least a second.
+    /// long poll); when it does not wait, the reads are `wait_ms` apart, at least a second
+    /// (after a wait, [`policy::AFTER_A_WAIT_MS`]).
     async fn await_first(key: &str, mut wait_ms: u32, wait_s: u32) {
         let url = key_url(key);
         for _ in 0..10 {
@@ -261,10 +264,9 @@ mod imp {
             let Ok(response) = read.send().await else {
                 return;
             };
-            wait_ms = if waited(&response) {
-                0
-            } else {
-                wait_ms.max(1_000)
+            wait_ms = match waited(&response) {
+                true => policy::AFTER_A_WAIT_MS,
+                false => wait_ms.max(1_000),
             };
             let status: serde_json::Value = response.json().await.unwrap_or_default();
             if status["state"] != "processing" {

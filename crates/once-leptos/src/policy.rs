@@ -70,8 +70,9 @@ pub enum Next {
         /// How long to wait before sending it again, in milliseconds.
         wait_ms: u32,
     },
-    /// The first submit of this key is still running: ask again after `wait_ms` (0 when
-    /// the server has just waited for it: ask again at once, asking it to wait again).
+    /// The first submit of this key is still running: ask again after `wait_ms` (only
+    /// [`AFTER_A_WAIT_MS`] when the server has just waited for it: the next ask waits on
+    /// the server again).
     AwaitFirst {
         /// How long to wait before asking again, in milliseconds.
         wait_ms: u32,
@@ -80,6 +81,11 @@ pub enum Next {
     /// same intent (and cannot be a second order).
     GiveUp,
 }
+
+/// How long to pause before asking again after the server waited as asked and the first
+/// try still runs: the next ask waits on the server again, so only a floor, in case a
+/// server says it waited and answers at once.
+pub const AFTER_A_WAIT_MS: u32 = 250;
 
 /// Statuses that say nothing about whether the request may be applied: sent again as is.
 pub fn is_retryable(status: u16) -> bool {
@@ -136,7 +142,7 @@ pub fn next(
     match answer.status {
         409 if waited_ms < policy.in_progress_limit_ms => Next::AwaitFirst {
             wait_ms: match answer.waited {
-                true => 0,
+                true => AFTER_A_WAIT_MS,
                 false => retry_after_ms
                     .unwrap_or(1_000)
                     .min(policy.max_retry_after_ms),
@@ -303,7 +309,9 @@ mod tests {
         };
         assert_eq!(
             next(&p, &waited, 0, 0, 0.5),
-            Next::AwaitFirst { wait_ms: 0 }
+            Next::AwaitFirst {
+                wait_ms: AFTER_A_WAIT_MS
+            }
         );
         assert_eq!(
             next(&p, &waited, 0, p.in_progress_limit_ms, 0.5),

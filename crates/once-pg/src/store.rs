@@ -252,14 +252,12 @@ pub async fn held(
 
 /// The end of a statement whose CTE `done` returns the key it finished (scope, key,
 /// awaited): notifies the waiters' channel only when a repeat waits for the key, so a key
-/// nobody waits for never takes the notification queue's lock at commit. A payload too
-/// long for a notification (8000 bytes) says `[]`: every waiter reads its key again.
+/// nobody waits for never takes the notification queue's lock at commit. The payload is
+/// the key's name (at most 255 characters), never its scope (see [`crate::wake::CHANNEL`]).
 macro_rules! announce {
     () => {
-        "SELECT CASE WHEN awaited THEN pg_notify('once_keys',
-                    CASE WHEN octet_length(payload) < 8000 THEN payload ELSE '[]' END) IS NULL
-                END IS NULL
-           FROM done, LATERAL (SELECT json_build_array(done.scope, done.key)::text AS payload) p"
+        "SELECT CASE WHEN awaited THEN pg_notify('once_keys', done.key) IS NULL END IS NULL
+           FROM done"
     };
 }
 

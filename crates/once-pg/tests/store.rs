@@ -509,16 +509,11 @@ async fn only_a_key_a_repeat_waits_for_is_announced_when_it_ends() {
         .await
         .unwrap();
 
-    assert_eq!(
-        next_payload(&mut listener).await,
-        r#"["session-a", "k-awaited"]"#
-    );
-    assert_eq!(
-        next_payload(&mut listener).await,
-        r#"["session-a", "k-failed"]"#
-    );
-    // Too long for a notification: every waiter reads its key again.
-    assert_eq!(next_payload(&mut listener).await, "[]");
+    // The key's name alone: the scope (a session's token, say) stays out of the payload,
+    // however long it is.
+    assert_eq!(next_payload(&mut listener).await, "k-awaited");
+    assert_eq!(next_payload(&mut listener).await, "k-failed");
+    assert_eq!(next_payload(&mut listener).await, "k-long");
     assert_eq!(wakeups.waiting(), 3);
     drop(waiters);
     assert_eq!(wakeups.waiting(), 0);
@@ -562,5 +557,40 @@ async fn a_waiter_whose_key_ended_before_it_registered_is_told_at_once() {
     match woken.expect("told before the deadline") {
         once_pg::wake::Woken::Row(Some(row)) => assert_eq!(row.state, "completed"),
         other => panic!("expected the completed row, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_key_one_instance_marked_is_not_written_again_by_another() {
+    let db = TestDb::new().await;
+    let limits = once_pg::WaitLimits::new(10, 10, Duration::from_secs(600));
+    let a = once_pg::Wakeups::start(db.pool.clone(), limits.clone());
+    let b = once_pg::Wakeups::start(db.pool.clone(), limits);
+    let req = request(SCOPE, "k1", json!({"n": 1}));
+    let lease = claim_fresh(&db.pool, &req, LEASE).await;
+    let version = || async {
+        sqlx::query_scalar::<_, String>("SELECT xmin::text FROM idempotency_keys WHERE key = 'k1'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    let _on_a = a.wait_for(SCOPE, "k1").await.unwrap();
+    let marked = version().await;
+
+    // B's first waiter finds the row marked: it reads it, and writes nothing (a write
+    // would queue on the row lock the original needs to complete).
+    let mut on_b = b.wait_for(SCOPE, "k1").await.unwrap();
+    assert_eq!(version().await, marked, "the marked row was written again");
+    store::complete(&db.pool, &req, lease, &created())
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let woken = tokio::time::timeout(Duration::from_secs(10), on_b.next(deadline)).await;
+        match woken.expect("told before the deadline") {
+            once_pg::wake::Woken::Row(Some(row)) if row.state == "processing" => continue,
+            once_pg::wake::Woken::Row(Some(row)) => break assert_eq!(row.state, "completed"),
+            other => panic!("expected the completed row, got {other:?}"),
+        }
     }
 }

@@ -159,3 +159,12 @@ fn headers_may_not_be_bounded_below_the_http_server_s_minimum() {
     assert!(refusal(&[("MAX_HEADER_BYTES", "4096")]).contains("MAX_HEADER_BYTES"));
     assert_eq!(config(&[]).unwrap().limits.max_header_bytes, 16384);
 }
+
+#[test]
+fn waits_past_the_request_timeout_or_fallback_reads_too_often_are_refused() {
+    let past = [("IDEMPOTENCY_WAIT_MAX_MS", "60000")];
+    assert!(refusal(&past).contains("IDEMPOTENCY_WAIT_MAX_MS"));
+    let busy = [("IDEMPOTENCY_WAIT_FALLBACK_MS", "1")];
+    assert!(refusal(&busy).contains("IDEMPOTENCY_WAIT_FALLBACK_MS"));
+    assert!(config(&[("IDEMPOTENCY_WAIT_FALLBACK_MS", "100")]).is_ok());
+}

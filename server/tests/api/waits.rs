@@ -66,6 +66,26 @@ async fn a_repeated_order_on_another_instance_gets_the_originals_answer() {
     assert_eq!(a.count("orders").await, 1);
 }
 
+/// The route the shop's own checkout page posts to waits like the API's.
+#[tokio::test]
+async fn a_repeated_checkout_gets_the_originals_answer() {
+    let app = spawn_app_with_faults(|_| {}).await;
+    add_mugs(&app, &app.client).await;
+    let key = page_key(&app, &app.client).await;
+    let held = checkout_api_with(&app, &key, &[("once-test-hold", "checkout")]);
+    let original = tokio::spawn(async move { held.send().await.unwrap() });
+    app.wait_until_held("checkout", 1).await;
+    let repeat = checkout_api_with(&app, &key, &[("prefer", "wait=5")]);
+    let repeat = tokio::spawn(async move { repeat.send().await.unwrap() });
+    awaited(&app, &key).await;
+
+    app.open_gate("checkout").await;
+    let original = original.await.unwrap();
+    assert_eq!(original.status(), 201);
+    assert_replay_of(repeat.await.unwrap(), original).await;
+    assert_eq!(app.count("orders").await, 1);
+}
+
 #[tokio::test]
 async fn a_repeated_payment_gets_the_originals_answer() {
     let (app, provider) = spawn_shop_and_provider().await;

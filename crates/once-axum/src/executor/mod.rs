@@ -345,7 +345,10 @@ impl<H: Hooks> Executor<H> {
                 wait::Waited::Changed(changed) => (changed, true),
                 wait::Waited::Running => (Existing::InProgress, true),
                 wait::Waited::Refused => (Existing::InProgress, false),
-                wait::Waited::Stopping => return Some(Err(refused::<H::Error>(Refusal::Stopping))),
+                wait::Waited::Stopping => {
+                    let stopping = refused::<H::Error>(Refusal::Stopping);
+                    return Some(Err(wait::not_applied(stopping)));
+                }
             },
             other => (other, true),
         };

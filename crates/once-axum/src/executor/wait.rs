@@ -164,8 +164,9 @@ pub fn applied(granted: Option<Duration>, mut response: Response) -> Response {
     if response.extensions().get::<NotApplied>().is_some() {
         return response;
     }
-    // `wait=0` asks for no wait, and gets none.
-    if let Some(granted) = granted.filter(|g| !g.is_zero()) {
+    // `wait=0` asks for no wait, and gets none; a grant under a second cannot be said in
+    // the header's whole seconds without claiming a wait of 0, so it is not said at all.
+    if let Some(granted) = granted.filter(|g| g.as_secs() > 0) {
         let applied = HeaderValue::from_str(&format!("wait={}", granted.as_secs()));
         if let Ok(applied) = applied {
             response

@@ -68,8 +68,8 @@ async fn rows_of(db: &PgPool, keys: &[Key]) -> Result<HashMap<Key, KeyRow>, sqlx
 
 /// What the listener task hears.
 enum Heard {
-    /// Keys finished (parsed from a payload); `None`: read every key again.
-    Finished(Option<Key>),
+    /// A key of this name finished, in some scope (the payload names no scope).
+    Finished(String),
     /// Notifications may have been lost (the connection dropped, or none yet).
     Lost,
     /// The fallback read is due.
@@ -109,7 +109,7 @@ pub(super) async fn listen(inner: Weak<Inner>) {
             }
             Some(l) => tokio::select! {
                 heard = l.try_recv() => match heard {
-                    Ok(Some(n)) => Heard::Finished(parse(n.payload())),
+                    Ok(Some(n)) => Heard::Finished(n.payload().to_owned()),
                     Ok(None) => Heard::Lost,
                     Err(e) => {
                         tracing::warn!(error = %e, "the key listener lost its connection; reading waited keys until it is back");
@@ -128,14 +128,9 @@ pub(super) async fn listen(inner: Weak<Inner>) {
         let keys = match heard {
             Heard::Stop => return,
             Heard::Nothing => continue,
-            Heard::Finished(Some(key)) => vec![key],
-            Heard::Finished(None) | Heard::Lost | Heard::Tick => inner.watched_keys(),
-        };
-        let keys: Vec<Key> = {
-            let registry = inner.registry();
-            keys.into_iter()
-                .filter(|k| registry.keys.contains_key(k))
-                .collect()
+            // Every scope's key of that name waited for here: usually one.
+            Heard::Finished(name) => inner.watched_keys_named(&name),
+            Heard::Lost | Heard::Tick => inner.watched_keys(),
         };
         if !keys.is_empty() {
             if let Err(e) = inner.read_and_tell_all(&keys).await {
@@ -167,26 +162,5 @@ async fn connect(db: &PgPool) -> Option<PgListener> {
             tracing::warn!(error = %e, "the key listener cannot connect; reading waited keys at each tick");
             None
         }
-    }
-}
-
-/// The key a payload names; `None` for `[]` or anything else: read every key again.
-fn parse(payload: &str) -> Option<Key> {
-    let [scope, key]: [String; 2] = serde_json::from_str(payload).ok()?;
-    Some((scope, key))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse;
-
-    #[test]
-    fn a_payload_names_one_key_or_asks_for_all() {
-        assert_eq!(
-            parse(r#"["shopper \"1\"", "k-1"]"#),
-            Some(("shopper \"1\"".into(), "k-1".into()))
-        );
-        assert_eq!(parse("[]"), None);
-        assert_eq!(parse("garbage"), None);
     }
 }

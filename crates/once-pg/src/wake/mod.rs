@@ -29,7 +29,9 @@ use registry::Registry;
 pub use registry::Waiter;
 
 /// The notification channel of completed and failed keys that a repeat waits for; each
-/// payload is a JSON array `[scope, key]`, or `[]` for "read every key again".
+/// payload is the key's name alone. The scope stays out: where it is a session's token,
+/// any role that may `LISTEN` would read it. A listener reads the key in every scope it
+/// waits for under that name (usually one).
 pub const CHANNEL: &str = "once_keys";
 
 /// How many repeats may wait at once, and how often their keys are read without a
@@ -151,7 +153,8 @@ impl Wakeups {
         let (waiter, first) = self.register(scope, key)?;
         if first {
             match mark(&self.inner.db, scope, key).await {
-                // No longer running: what it is now is read once, for every waiter of it.
+                // No longer running, or marked already: what it is now is read once, for
+                // every waiter of it (still running: they wait on).
                 Ok(false) => self.inner.read_and_tell(&waiter.key).await,
                 Ok(true) => {}
                 Err(e) => return Err(WaitRefused::Store(e)),
@@ -162,11 +165,13 @@ impl Wakeups {
 }
 
 /// Marks a running key's row as waited for; `false` when the row is no longer running (it
-/// completed or failed before the mark, or is gone).
+/// completed or failed before the mark, or is gone) or was marked already (by another
+/// instance's waiter): the caller then reads it. A marked row is not written again, so
+/// waiters on many instances do not queue on the row lock the original needs to complete.
 async fn mark(db: &PgPool, scope: &str, key: &str) -> Result<bool, sqlx::Error> {
     let marked = sqlx::query(
         "UPDATE idempotency_keys SET awaited = true
-          WHERE scope = $1 AND key = $2 AND state = 'processing'",
+          WHERE scope = $1 AND key = $2 AND state = 'processing' AND NOT awaited",
     )
     .bind(scope)
     .bind(key)

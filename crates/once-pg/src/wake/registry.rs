@@ -127,6 +127,17 @@ impl Inner {
         self.registry().keys.keys().cloned().collect()
     }
 
+    /// The keys waited for here whose name is `name`, in any scope.
+    pub(super) fn watched_keys_named(&self, name: &str) -> Vec<Key> {
+        let registry = self.registry();
+        registry
+            .keys
+            .keys()
+            .filter(|k| k.1 == name)
+            .cloned()
+            .collect()
+    }
+
     /// Tells the waiters of `key` what its row holds now.
     pub(super) fn tell(&self, key: &Key, row: Option<KeyRow>) {
         if let Some(watched) = self.registry().keys.get(key) {

@@ -65,11 +65,22 @@ pub fn key_in(html: &str) -> String {
 
 /// `POST /api/checkout` under `key`, as the hydrated checkout page sends it.
 pub async fn checkout_api(app: &TestApp, key: &str) -> reqwest::Response {
-    app.client
+    checkout_api_with(app, key, &[]).send().await.unwrap()
+}
+
+/// `POST /api/checkout` under `key` with `headers` (a hold, `Prefer: wait`), to send.
+pub fn checkout_api_with(
+    app: &TestApp,
+    key: &str,
+    headers: &[(&str, &str)],
+) -> reqwest::RequestBuilder {
+    let mut request = app
+        .client
         .post(app.url("/api/checkout"))
         .header("idempotency-key", key)
-        .json(&serde_json::json!({}))
-        .send()
-        .await
-        .unwrap()
+        .json(&serde_json::json!({}));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request
 }
