@@ -62,11 +62,33 @@ async fn create(
         ProviderError::BadRequest("invalid_request", format!("invalid charge request: {e}"))
     })?;
     validate(&request)?;
-    if request.card_number == CARD_SLOW {
-        tokio::time::sleep(SLOW_ANSWER).await;
-    }
-
     let fingerprint = fingerprint(&request);
+    if request.card_number != CARD_SLOW {
+        return charge(db, settings, key, request, fingerprint).await;
+    }
+    // Only a key's first request is slow, as with a real provider: a repeat of a charge
+    // already made is answered from it at once.
+    if let Some(stored) = stored(&db, &key, &fingerprint).await? {
+        return Ok(stored);
+    }
+    // The charge goes on when the caller stops waiting for it, as a real provider's does:
+    // in a task of its own, which a dropped connection does not cancel.
+    let slow = tokio::spawn(async move {
+        tokio::time::sleep(SLOW_ANSWER).await;
+        charge(db, settings, key, request, fingerprint).await
+    });
+    slow.await
+        .unwrap_or_else(|e| Err(ProviderError::Internal(sqlx::Error::Protocol(e.to_string()))))
+}
+
+/// Makes the charge `request` asks for under `key`, or replays the one made under it.
+async fn charge(
+    db: PgPool,
+    settings: SharedSettings,
+    key: String,
+    request: ChargeRequest,
+    fingerprint: String,
+) -> Result<Response, ProviderError> {
     let mut tx = db.begin().await?;
     let inserted = sqlx::query_as!(
         Charge,
@@ -150,12 +172,25 @@ pub fn idempotency_key(headers: &HeaderMap) -> Result<String, ProviderError> {
 
 /// The same key again: the stored charge if the parameters match.
 async fn replay(db: &PgPool, key: &str, fingerprint: &str) -> Result<Response, ProviderError> {
+    let stored = stored(db, key, fingerprint).await?;
+    stored.ok_or(ProviderError::Internal(sqlx::Error::RowNotFound))
+}
+
+/// The answer stored under `key`, replayed; `None` if no charge was made under it yet.
+async fn stored(
+    db: &PgPool,
+    key: &str,
+    fingerprint: &str,
+) -> Result<Option<Response>, ProviderError> {
     let stored_fingerprint = sqlx::query_scalar!(
         "SELECT request_fingerprint FROM charges WHERE idempotency_key = $1",
         key
     )
-    .fetch_one(db)
+    .fetch_optional(db)
     .await?;
+    let Some(stored_fingerprint) = stored_fingerprint else {
+        return Ok(None);
+    };
     if stored_fingerprint != fingerprint {
         return Err(ProviderError::KeyReused);
     }
@@ -167,12 +202,14 @@ async fn replay(db: &PgPool, key: &str, fingerprint: &str) -> Result<Response, P
     )
     .fetch_one(db)
     .await?;
-    Ok((
-        StatusCode::CREATED,
-        [("idempotent-replayed", "true")],
-        Json(charge),
-    )
-        .into_response())
+    Ok(Some(
+        (
+            StatusCode::CREATED,
+            [("idempotent-replayed", "true")],
+            Json(charge),
+        )
+            .into_response(),
+    ))
 }
 
 /// Test card 4000000000000259: the charge is committed, then the connection is cut before

@@ -132,6 +132,20 @@ async fn test_cards_pick_the_outcome() {
     let slow = sandbox.charge("slow", "4000000000000077", 500).await;
     assert_eq!(slow.status(), 201);
     assert!(started.elapsed() >= std::time::Duration::from_secs(3));
+    // Only the key's first request is slow: a repeat is answered from the stored charge
+    // (within a second, where the first took three).
+    let slow: Value = slow.json().await.unwrap();
+    let repeat = sandbox
+        .http
+        .post(format!("{}/v1/charges", sandbox.url))
+        .header("idempotency-key", "slow")
+        .timeout(std::time::Duration::from_secs(1))
+        .json(&json!({ "amount_cents": 500, "currency": "EUR", "card_number": "4000000000000077", "reference": "slow" }))
+        .send()
+        .await
+        .expect("a repeat answered at once");
+    assert_eq!(repeat.headers()["idempotent-replayed"], "true");
+    assert_eq!(repeat.json::<Value>().await.unwrap()["id"], slow["id"]);
 
     let shown: Value = sandbox
         .http

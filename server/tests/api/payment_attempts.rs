@@ -289,3 +289,69 @@ async fn an_attempt_stamped_by_a_charge_call_is_never_closed_as_never_charged() 
     );
     assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
 }
+
+/// A shop whose provider calls time out after 0.4 s, below the slow card's 3 s: a payment
+/// with it answers 503 first.
+async fn spawn_with_a_slow_provider() -> (TestApp, TestProvider) {
+    spawn_shop_and_provider_with(|c| {
+        c.provider_timeout = std::time::Duration::from_millis(400);
+        c.payment_settle_grace = std::time::Duration::from_millis(1000);
+    })
+    .await
+}
+
+/// The same shop and database with a provider that never answers: what a retry there gets
+/// is what the shop already knows, not a new call.
+async fn cut_off_from_the_provider(app: &TestApp) -> TestApp {
+    let config = server::config::Config {
+        provider_url: "http://127.0.0.1:9".into(),
+        ..app.config.clone()
+    };
+    start(config, app.db_name.clone()).await
+}
+
+#[tokio::test]
+async fn a_slow_card_s_retry_after_its_webhook_answers_the_outcome_without_asking_again() {
+    let (app, provider) = spawn_with_a_slow_provider().await;
+    let order_id = place_order(&app).await;
+    let first = pay(&app, &order_id, "slow-a", CARD_SLOW, &[]).await;
+    assert_problem(first, 503, "service-unavailable").await;
+    // The provider finishes the charge after its 3 s; its webhook pays the order.
+    eventually("the webhook paid the order", || async {
+        app.order_status(&order_id).await == "paid"
+    })
+    .await;
+
+    // The retry, on an instance that cannot reach the provider, answers the known outcome.
+    let cut_off = cut_off_from_the_provider(&app).await;
+    let retry = app
+        .client
+        .post(cut_off.url(&format!("/api/orders/{order_id}/payments")))
+        .header("idempotency-key", "slow-a")
+        .json(&serde_json::json!({ "card_number": CARD_SLOW }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(retry.status(), 201);
+    assert_eq!(provider.charges().await, 1);
+}
+
+#[tokio::test]
+async fn a_slow_card_s_retry_with_its_webhook_lost_gets_the_charge_from_the_provider() {
+    let (app, provider) = spawn_with_a_slow_provider().await;
+    provider.settings.set_webhook_url("http://127.0.0.1:9/lost");
+    let order_id = place_order(&app).await;
+    let first = pay(&app, &order_id, "slow-b", CARD_SLOW, &[]).await;
+    assert_problem(first, 503, "service-unavailable").await;
+    eventually("the provider made the charge", || async {
+        provider.charges().await == 1
+    })
+    .await;
+
+    // No webhook came: the retry asks the provider under the same key, which answers from
+    // the charge it made, at once (a slow card is slow only the first time).
+    let retry = pay(&app, &order_id, "slow-b", CARD_SLOW, &[]).await;
+    assert_eq!(retry.status(), 201);
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(provider.charges().await, 1);
+}
