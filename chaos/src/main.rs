@@ -1,5 +1,5 @@
-//! `chaos [SECONDS] [--shoppers N] [--prefer-wait S] [--prove-checker] [--ha]`: runs Once as
-//! it is deployed,
+//! `chaos [SECONDS] [--shoppers N] [--calm C] [--prefer-wait S] [--prove-checker] [--ha]`:
+//! runs Once as it is deployed,
 //! breaks it for SECONDS while shoppers retry, lets it settle, and checks that every promise
 //! of "exactly once" held. With `--ha` the data tier is the failover deployment (PostgreSQL
 //! primary and synchronous standby behind HAProxy, a three-node NATS cluster) and three
@@ -10,7 +10,9 @@
 //! unexpected. Started by `scripts/chaos`, which sets up the run's own PostgreSQL and the
 //! binaries (docs/design.md, "Proving it under faults"; docs/scale.md). The shoppers' repeats
 //! ask the server to wait up to S seconds (3 by default) for their key's running request
-//! (`Prefer: wait`); `--prefer-wait 0` makes them poll after 409s instead, as before.
+//! (`Prefer: wait`); `--prefer-wait 0` makes them poll after 409s instead, as before. The
+//! same shoppers first shop for C seconds (10 by default) without faults: the run prints
+//! intents per second in both stretches.
 
 mod check;
 mod deployment;
@@ -34,6 +36,7 @@ struct Args {
     prove_checker: bool,
     ha: bool,
     prefer_wait: u32,
+    calm: u64,
 }
 
 fn args() -> anyhow::Result<Args> {
@@ -43,6 +46,7 @@ fn args() -> anyhow::Result<Args> {
         prove_checker: false,
         ha: false,
         prefer_wait: 3,
+        calm: 10,
     };
     let mut given = std::env::args().skip(1);
     while let Some(arg) = given.next() {
@@ -51,6 +55,7 @@ fn args() -> anyhow::Result<Args> {
             "--ha" => args.ha = true,
             "--shoppers" => args.shoppers = given.next().unwrap_or_default().parse()?,
             "--prefer-wait" => args.prefer_wait = given.next().unwrap_or_default().parse()?,
+            "--calm" => args.calm = given.next().unwrap_or_default().parse()?,
             seconds => args.seconds = seconds.parse()?,
         }
     }
@@ -120,18 +125,22 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
             ""
         }
     );
+    let entries = deployment.settings.entry_urls();
+    let clients = shoppers::Clients {
+        count: args.shoppers,
+        prefer_wait: args.prefer_wait,
+    };
+    // The calm stretch: the rate the deployment sustains without faults, to compare with.
+    let calm_tally = shoppers::Tally::default();
+    let calm_deadlines = shoppers::Deadlines::after(Duration::from_secs(args.calm));
+    let mut calm = shoppers::run(clients, &entries, calm_deadlines, &calm_tally).await;
     let last_intent = Instant::now() + Duration::from_secs(args.seconds);
     let deadlines = shoppers::Deadlines {
         last_intent,
         give_up: last_intent + Duration::from_secs(60),
     };
     let tally = shoppers::Tally::default();
-    let (intents, faults) = {
-        let entries = deployment.settings.entry_urls();
-        let clients = shoppers::Clients {
-            count: args.shoppers,
-            prefer_wait: args.prefer_wait,
-        };
+    let (mut intents, faults) = {
         let shopping = shoppers::run(clients, &entries, deadlines, &tally);
         let breaking = async {
             let faults = faults::run(deployment, last_intent).await;
@@ -141,20 +150,26 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
         tokio::join!(shopping, breaking)
     };
     let faults = faults??;
+    let rates = Rates {
+        calm: (calm.len(), args.calm),
+        faults: (intents.len(), args.seconds),
+    };
+    intents.append(&mut calm);
     deployment.calm_provider().await?;
     settle::settle(&shop, &provider, Duration::from_secs(120)).await?;
 
-    let statuses = tally.statuses();
+    let answers = |t: &shoppers::Tally| t.statuses().values().sum::<u64>();
     let evidence = check::Evidence {
         shop: &shop,
         provider: &provider,
         intents: &intents,
         stock_before: &stock_before,
-        answers: statuses.values().sum(),
-        bad_5xx: tally.bad_5xx(),
+        answers: answers(&tally) + answers(&calm_tally),
+        bad_5xx: tally.bad_5xx() + calm_tally.bad_5xx(),
     };
     let rows = check::check(&evidence).await?;
     summary(deployment, &intents, &faults, &tally)?;
+    rates.print();
     check::print(&rows);
     let clean = rows.iter().all(check::Row::clean);
 
@@ -167,6 +182,27 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
         anyhow::ensure!(seen, "the checker missed a planted fault");
     }
     Ok(clean)
+}
+
+/// Intents begun in each stretch, and its length in seconds.
+struct Rates {
+    calm: (usize, u64),
+    faults: (usize, u64),
+}
+
+impl Rates {
+    fn print(&self) {
+        let rate = |(n, secs): (usize, u64)| n as f64 / secs.max(1) as f64;
+        println!(
+            "intents per second: {:.1} without faults ({} in {} s), {:.1} with faults ({} in {} s)\n",
+            rate(self.calm),
+            self.calm.0,
+            self.calm.1,
+            rate(self.faults),
+            self.faults.0,
+            self.faults.1,
+        );
+    }
 }
 
 fn summary(

@@ -98,6 +98,22 @@ pub struct Deadlines {
     pub give_up: Instant,
 }
 
+impl Deadlines {
+    /// Intents begun for `stretch` from now, each given up at most 30 s after.
+    pub fn after(stretch: Duration) -> Self {
+        let last_intent = Instant::now() + stretch;
+        Self {
+            last_intent,
+            give_up: last_intent + Duration::from_secs(30),
+        }
+    }
+}
+
+/// How many times a shopper sends one request before it gives the intent up and begins
+/// another, as a person would: the intent's answer is then unknown, and the checker
+/// accepts either outcome for it.
+const TRIES: u32 = 6;
+
 /// How many shoppers, and how their repeats ask to wait.
 #[derive(Clone, Copy)]
 pub struct Clients {
@@ -140,9 +156,9 @@ pub async fn run(
         async move {
             let mut intents = Vec::new();
             while Instant::now() < deadlines.last_intent {
-                match shopper.intent().await {
-                    Some(done) => intents.push(done),
-                    None => break,
+                // No session after its tries: nothing was ordered; begin again.
+                if let Some(done) = shopper.intent().await {
+                    intents.push(done);
                 }
             }
             shopper.finish();
@@ -260,7 +276,7 @@ impl Shopper<'_> {
     /// `GET /api/session` until a server answers with the session cookie.
     async fn open_session(&mut self) -> Option<String> {
         let mut attempt = 0;
-        while Instant::now() < self.deadlines.give_up {
+        while Instant::now() < self.deadlines.give_up && attempt < TRIES {
             let sent = Instant::now();
             let url = format!("{}/api/session", self.any_entry());
             match self.client.get(url).send().await {
@@ -280,7 +296,8 @@ impl Shopper<'_> {
     }
 
     /// Sends the same request with the same key until the answer is definitive: a 2xx or
-    /// a 4xx other than 409 (in progress) and 429. `None` if the run ended first.
+    /// a 4xx other than 409 (in progress) and 429. `None` if the run ended first, or after
+    /// [`TRIES`] tries.
     async fn post_until_definitive(
         &mut self,
         path: &str,
@@ -289,7 +306,7 @@ impl Shopper<'_> {
         body: &serde_json::Value,
     ) -> Option<(u16, serde_json::Value)> {
         let mut attempt = 0;
-        while Instant::now() < self.deadlines.give_up {
+        while Instant::now() < self.deadlines.give_up && attempt < TRIES {
             let sent = Instant::now();
             let mut request = self
                 .client

@@ -77,8 +77,11 @@ async fn create(
         tokio::time::sleep(SLOW_ANSWER).await;
         charge(db, settings, key, request, fingerprint).await
     });
-    slow.await
-        .unwrap_or_else(|e| Err(ProviderError::Internal(sqlx::Error::Protocol(e.to_string()))))
+    slow.await.unwrap_or_else(|e| {
+        Err(ProviderError::Internal(sqlx::Error::Protocol(
+            e.to_string(),
+        )))
+    })
 }
 
 /// Makes the charge `request` asks for under `key`, or replays the one made under it.
