@@ -100,9 +100,10 @@ async fn interrupted() {
 async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
     let shop = PgPool::connect(&deployment.settings.shop_db()).await?;
     let provider = PgPool::connect(&deployment.settings.provider_db()).await?;
-    // Enough stock that most orders are paid and shipped; the scarce lamp still sells out,
-    // so refusals and backorders happen too.
-    sqlx::query("UPDATE products SET stock = stock * 5 WHERE sku <> 'LAMP-008'")
+    // Enough stock that every order but the lamp's is placed, at any rate the shoppers
+    // reach (a sold-out shop answers 422 at once, and its intents would count for nothing);
+    // the scarce lamp still sells out, so refusals and backorders happen too.
+    sqlx::query("UPDATE products SET stock = 1000000 WHERE sku <> 'LAMP-008'")
         .execute(&shop)
         .await?;
     let stock_before: BTreeMap<String, i64> =

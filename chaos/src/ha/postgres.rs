@@ -29,7 +29,9 @@ pgautofailover.primary_demote_timeout = 3000
 
 /// pg_autoctl sizes memory for a machine of its own (a quarter of RAM for shared buffers,
 /// 8 GB of WAL kept); three instances share this one. Included after its own file, so
-/// these win; a standby copies them with the data directory.
+/// these win; a standby copies them with the data directory. A checkpoint is spread over
+/// at most 30 s: a demoted primary that cannot rewind is copied again with pg_basebackup,
+/// which waits for a spread checkpoint (it once took the 120 s the harness allows).
 const OVERRIDES: &str = "
 shared_buffers = '128MB'
 effective_cache_size = '1GB'
@@ -37,6 +39,7 @@ maintenance_work_mem = '64MB'
 work_mem = '8MB'
 wal_keep_size = '256MB'
 max_connections = 300
+checkpoint_timeout = '30s'
 ";
 
 /// Every node and the monitor: on loopback only, trusting local connections, without TLS.
