@@ -33,8 +33,11 @@ pub struct IdempotencyKeyHeader(
     /// characters, scoped to the session. Send the same key with every retry of the same
     /// request: the first completed answer is stored for 24 hours and replayed, marked
     /// `Idempotent-Replayed: true`. The same key with another valid body answers 422
-    /// `idempotency-key-reused`; while the first request runs, 409 `request-in-progress`.
-    /// A request refused for its own form (a bad body, no session) leaves the key unused.
+    /// `idempotency-key-reused`; while the first request runs, 409 `request-in-progress`,
+    /// unless the request also sends `Prefer: wait=N` (RFC 7240): it then waits up to N
+    /// seconds (at most the server's longest wait) for the first request and gets its
+    /// answer, saying `Preference-Applied: wait=M`. A request refused for its own form (a
+    /// bad body, no session) leaves the key unused.
     #[param(
         max_length = 512,
         pattern = r#"^(?:[!#-~][!-~]{0,254}|"(?:[!#-\[\]-~]|\\["\\]){1,255}")$"#
