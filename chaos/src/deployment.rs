@@ -150,7 +150,8 @@ impl Deployment {
                 ("PROVIDER_WEBHOOK_SECRETS", WEBHOOK_SECRET.into()),
                 ("IDEMPOTENCY_FINGERPRINT_SECRETS", FINGERPRINT_SECRET.into()),
                 ("PROVIDER_TIMEOUT_MS", "2000".into()),
-                ("PAYMENT_SETTLE_GRACE_MS", "4000".into()),
+                // Past the sandbox's slow charge (made within 4 s of its call, or never).
+                ("PAYMENT_SETTLE_GRACE_MS", "10000".into()),
                 ("IDEMPOTENCY_LEASE_MS", LEASE.as_millis().to_string()),
                 ("EVENTS_POLL_MS", "200".into()),
                 ("BUS_ACK_WAIT_MS", "3000".into()),

@@ -152,8 +152,8 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
     };
     let faults = faults??;
     let rates = Rates {
-        calm: (calm.len(), args.calm),
-        faults: (intents.len(), args.seconds),
+        calm: (answered(&calm), args.calm),
+        faults: (answered(&intents), args.seconds),
     };
     intents.append(&mut calm);
     deployment.calm_provider().await?;
@@ -185,7 +185,12 @@ async fn run(deployment: &mut Deployment, args: &Args) -> anyhow::Result<bool> {
     Ok(clean)
 }
 
-/// Intents begun in each stretch, and its length in seconds.
+/// The intents whose order got a definitive answer (not given up, not cut off by the end).
+fn answered(intents: &[shoppers::Intent]) -> usize {
+    intents.iter().filter(|i| i.order_status != 0).count()
+}
+
+/// Intents begun and answered in each stretch, and its length in seconds.
 struct Rates {
     calm: (usize, u64),
     faults: (usize, u64),
@@ -195,7 +200,8 @@ impl Rates {
     fn print(&self) {
         let rate = |(n, secs): (usize, u64)| n as f64 / secs.max(1) as f64;
         println!(
-            "intents per second: {:.1} without faults ({} in {} s), {:.1} with faults ({} in {} s)\n",
+            "intents answered per second: {:.1} without faults ({} in {} s), {:.1} with faults \
+             ({} in {} s)\n",
             rate(self.calm),
             self.calm.0,
             self.calm.1,
@@ -218,8 +224,14 @@ fn summary(
     }
     let placed = intents.iter().filter(|i| i.order_status == 201).count();
     let paid = intents.iter().filter(|i| i.payment_status == 201).count();
+    let unanswered = intents.len() - answered(intents);
+    let payment_unanswered = intents
+        .iter()
+        .filter(|i| i.payment_key.is_some() && i.payment_status == 0)
+        .count();
     println!(
-        "\nintents: {}, orders placed: {placed}, payments that succeeded: {paid}",
+        "\nintents (both stretches): {}, orders placed: {placed}, payments that succeeded: \
+         {paid}; given up or cut off by the end: {unanswered} orders, {payment_unanswered} payments",
         intents.len()
     );
     for (fault, n) in &faults.counts {
@@ -231,7 +243,7 @@ fn summary(
         .map(|(s, n)| format!("{s}: {n}"))
         .collect();
     println!(
-        "answers: {}; no answer (reset, refused, timed out): {}\n",
+        "answers with faults: {}; no answer (reset, refused, timed out): {}\n",
         answers.join(", "),
         tally.no_answer.load(std::sync::atomic::Ordering::Relaxed)
     );

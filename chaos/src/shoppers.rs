@@ -35,9 +35,10 @@ const CARDS: [&str; 10] = [
     "4000000000000259",
     SLOW_CARD,
 ];
-/// The provider answers this card after 3 s, past the shop's provider timeout (2 s here):
-/// such a payment answers 503 until the run ends (the reconciler closes it), by design, so
-/// its wait is not counted as unavailability.
+/// The provider charges this card 3 s after its first request, past the shop's provider
+/// timeout (2 s here): such a payment answers 503 first, by design, and its charge is known
+/// once the webhook comes or a retry finds it, so its wait is not counted as
+/// unavailability.
 const SLOW_CARD: &str = "4000000000000077";
 
 /// One shopper's intent and the answers it finally got (0: none before the end).

@@ -297,7 +297,9 @@ async fn an_attempt_stamped_by_a_charge_call_is_never_closed_as_never_charged() 
 async fn spawn_with_a_slow_provider() -> (TestApp, TestProvider) {
     spawn_shop_and_provider_with(|c| {
         c.provider_timeout = std::time::Duration::from_millis(100);
-        c.payment_settle_grace = std::time::Duration::from_millis(1000);
+        // Past the sandbox's slow charge, made within 4 s of its call or never: an
+        // attempt is not closed as never charged while its charge may still land.
+        c.payment_settle_grace = std::time::Duration::from_millis(5000);
     })
     .await
 }
