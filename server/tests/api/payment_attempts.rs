@@ -139,14 +139,7 @@ async fn after_a_503_another_card_can_pay_once_the_provider_confirms_nothing_was
     let (app, provider) = spawn_with_short_grace().await;
     let order_id = place_order(&app).await;
     // A second instance whose provider is unreachable: the first "Pay" ends in a 503.
-    let cut_off = start(
-        server::config::Config {
-            provider_url: "http://127.0.0.1:9".into(),
-            ..app.config.clone()
-        },
-        app.db_name.clone(),
-    )
-    .await;
+    let cut_off = cut_off_from_the_provider(&app).await;
     let first = app
         .client
         .post(cut_off.url(&format!("/api/orders/{order_id}/payments")))

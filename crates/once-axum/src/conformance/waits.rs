@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use reqwest::{Response, StatusCode};
 use serde_json::Value;
 
-use super::{answer, fresh_key, header, until_waiting, Fault, On, Subject};
+use super::{answer, fresh_key, header, until_waiting, Answer, Fault, On, Subject};
 
 /// Sends the operation's `body` under `key`, asking to wait up to `seconds`.
 async fn send_waiting<S: Subject>(
@@ -42,6 +42,32 @@ async fn until_waiters<S: Subject>(subject: &S, n: usize) {
     tokio::time::sleep(Duration::from_millis(300)).await;
 }
 
+/// Sends the first request under `key` with `fault` (it holds at `gate`), and once it is
+/// held, a repeat asking to wait the longest `longest` allows; opens the gate once the
+/// repeat waits. The first request's answer, and the repeat's with its
+/// `Preference-Applied`.
+async fn held_and_awaited<S: Subject>(
+    on: &On<'_, S>,
+    scope: &S::Scope,
+    (key, body, gate): (&str, &Value, &str),
+    fault: Fault,
+    longest: Duration,
+) -> (Response, (Answer, Option<String>)) {
+    let first = on.send(scope, Some(key), body, fault);
+    let repeat = async {
+        until_waiting(on.subject, gate, 1).await;
+        let repeat = send_waiting(on, scope, key, body, asked(longest));
+        let release = async {
+            until_waiters(on.subject, 1).await;
+            on.subject.open(gate).await;
+        };
+        let (repeat, ()) = tokio::join!(repeat, release);
+        let applied = header(&repeat, "preference-applied");
+        (answer(repeat).await, applied)
+    };
+    tokio::join!(first, repeat)
+}
+
 /// A repeat asking to wait while the first request is held in its transaction waits, and
 /// once the first request commits gets its answer replayed byte for byte, saying
 /// `Preference-Applied`: not a 409. An application that does not take the preference
@@ -52,19 +78,9 @@ pub async fn a_repeat_that_waits_gets_the_original_s_answer<S: Subject>(on: &On<
     };
     let scope = on.subject.new_scope().await;
     let (key, body, gate) = (fresh_key(), on.body(1), fresh_key());
-    let first = on.send(&scope, Some(&key), &body, Fault::Hold(gate.clone()));
-    let repeat = async {
-        until_waiting(on.subject, &gate, 1).await;
-        let repeat = send_waiting(on, &scope, &key, &body, asked(longest));
-        let release = async {
-            until_waiters(on.subject, 1).await;
-            on.subject.open(&gate).await;
-        };
-        let (repeat, ()) = tokio::join!(repeat, release);
-        let applied = header(&repeat, "preference-applied");
-        (answer(repeat).await, applied)
-    };
-    let (first, (repeat, applied)) = tokio::join!(first, repeat);
+    let request = (key.as_str(), &body, gate.as_str());
+    let hold = Fault::Hold(gate.clone());
+    let (first, (repeat, applied)) = held_and_awaited(on, &scope, request, hold, longest).await;
     let first = answer(first).await;
     assert!(
         first.0.is_success(),
@@ -185,18 +201,9 @@ pub async fn a_waiter_whose_original_failed_runs_the_request<S: Subject>(on: &On
     };
     let scope = on.subject.new_scope().await;
     let (key, body, gate) = (fresh_key(), on.body(1), fresh_key());
-    let first = on.send(&scope, Some(&key), &body, Fault::HoldThenFail(gate.clone()));
-    let repeat = async {
-        until_waiting(on.subject, &gate, 1).await;
-        let repeat = send_waiting(on, &scope, &key, &body, asked(longest));
-        let release = async {
-            until_waiters(on.subject, 1).await;
-            on.subject.open(&gate).await;
-        };
-        let (repeat, ()) = tokio::join!(repeat, release);
-        answer(repeat).await
-    };
-    let (first, repeat) = tokio::join!(first, repeat);
+    let request = (key.as_str(), &body, gate.as_str());
+    let fail = Fault::HoldThenFail(gate.clone());
+    let (first, (repeat, _)) = held_and_awaited(on, &scope, request, fail, longest).await;
     assert!(
         first.status().is_server_error(),
         "op {}: the first request was to fail (does the subject's send apply \
