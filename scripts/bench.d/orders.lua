@@ -3,6 +3,9 @@
 --                    nonce is per run and the thread id comes from setup(), because LuaJIT's
 --                    math.random is not seeded per thread: two threads would draw the same keys.
 --   replay <key>     every request repeats <key>, which the server has already completed.
+--   cycle <nonce> <count> [replay]   keys <nonce>-<thread>-1 .. <count>, over and over: the
+--                    first pass makes them (the retry storm's keys), the next ones repeat them;
+--                    with `replay` every answer must be a replay.
 -- The session cookie and the JSON body come from wrk's -H and from here. Every answer must be
 -- a 201 (with `idempotent-replayed: true` for replays); any other one is counted and printed
 -- by done() on a RESULT line that scripts/bench reads.
@@ -21,6 +24,7 @@ wrk.headers["Content-Type"] = "application/json"
 function init(args)
   mode = args[1]
   unexpected = 0
+  args_replay = args[4] == "replay"
   if mode == "replay" then
     -- One fixed request: wrk sends the same bytes each time (no Lua per request).
     wrk.headers["Idempotency-Key"] = args[2]
@@ -37,15 +41,19 @@ function init(args)
   local prefix = string.sub(template, 1, at - 1) .. args[2] .. "-" .. id .. "-"
   local suffix = string.sub(template, at + #marker)
   local n = 0
+  local count = tonumber(args[3] or "0")
   request = function()
     n = n + 1
+    if mode == "cycle" and n > count then n = 1 end
     return prefix .. n .. suffix
   end
 end
 
 function response(status, headers)
   local replayed = headers["idempotent-replayed"] == "true"
-  if status ~= 201 or replayed ~= (mode == "replay") then
+  local bad_replay = replayed ~= (mode == "replay")
+  if mode == "cycle" then bad_replay = args_replay and not replayed end
+  if status ~= 201 or bad_replay then
     unexpected = unexpected + 1
   end
 end

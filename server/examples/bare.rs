@@ -5,6 +5,8 @@
 //!
 //! * `POST /api/orders` runs nothing but the statement a replay costs Once
 //!   (`idempotency::store::read_first`'s, copied below) and answers with the stored body;
+//! * `POST /memory/api/orders` runs nothing: it answers one stored body it holds in memory,
+//!   as a replay from Once's answer cache does (the HTTP floor);
 //! * `POST /new/api/orders` runs the statements a new key costs, in Once's order and with its
 //!   transaction boundaries (`scripts/bench.d/new-key.sql` is the same list for pgbench):
 //!   the read, the claim, then one transaction that creates the order and completes the key.
@@ -44,6 +46,7 @@ async fn main() -> anyhow::Result<()> {
     let app = Router::new()
         .route("/api/orders", post(replay))
         .route("/new/api/orders", post(new_key))
+        .route("/memory/api/orders", post(from_memory))
         .with_state(db);
     axum::serve(tokio::net::TcpListener::bind(&addr).await?, app).await?;
     Ok(())
@@ -77,6 +80,18 @@ async fn replay(State(db): State<PgPool>, headers: HeaderMap, _body: Bytes) -> R
         }
         _ => StatusCode::NOT_FOUND.into_response(),
     }
+}
+
+/// The size of an order's answer, held once.
+static REMEMBERED: std::sync::LazyLock<Bytes> = std::sync::LazyLock::new(|| {
+    let id = Uuid::nil();
+    Bytes::from(format!(r#"{{"id":"{id}","order_no":"ORD-000001","total_cents":1200}}"#))
+});
+
+async fn from_memory(headers: HeaderMap, _body: Bytes) -> Response {
+    // The key is read as Once reads it, so both parse the same request.
+    let (_scope, _key) = scope_and_key(&headers);
+    (StatusCode::CREATED, [("idempotent-replayed", "true")], REMEMBERED.clone()).into_response()
 }
 
 async fn new_key(State(db): State<PgPool>, headers: HeaderMap, _body: Bytes) -> Response {

@@ -14,6 +14,7 @@ use axum::{
     http::{header, HeaderMap, HeaderValue},
     response::{IntoResponse, Response},
 };
+use once_axum::AnswerCache;
 use once_events::Counter;
 use sqlx::PgPool;
 
@@ -28,6 +29,7 @@ pub struct Metrics {
     pub takeovers: AtomicU64,
     pub retries_after_failure: AtomicU64,
     pub fenced: AtomicU64,
+    pub remembered: AtomicU64,
     pub events_published: AtomicU64,
     pub events_republished: AtomicU64,
     pub deliveries: AtomicU64,
@@ -46,7 +48,7 @@ impl Metrics {
     }
 
     fn render(&self) -> String {
-        let rows: [(&str, &str, &AtomicU64); 17] = [
+        let rows: [(&str, &str, &AtomicU64); 18] = [
             (
                 "once_idempotency_executions_total",
                 "Requests that ran the business work.",
@@ -81,6 +83,11 @@ impl Metrics {
                 "once_idempotency_fenced_total",
                 "Late commits refused because the lease was lost.",
                 &self.fenced,
+            ),
+            (
+                "once_idempotency_remembered_total",
+                "Repeats answered from the answer cache, with no database statement.",
+                &self.remembered,
             ),
             (
                 "once_relay_published_total",
@@ -144,6 +151,20 @@ impl Metrics {
     }
 }
 
+/// The answer cache's size, on this instance (none without a cache).
+fn cache_gauges(answers: Option<&AnswerCache>) -> String {
+    let Some(cache) = answers else {
+        return String::new();
+    };
+    [
+        ("once_answer_cache_entries", "Completed answers kept in memory.", cache.len()),
+        ("once_answer_cache_bytes", "Bytes of answers kept in memory, as weighed against ANSWER_CACHE_BYTES.", cache.bytes()),
+    ]
+    .iter()
+    .map(|(name, help, value)| format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"))
+    .collect()
+}
+
 /// What the event chain reports, in the counters `/metrics` has always shown for it.
 impl once_events::Counters for Metrics {
     fn count(&self, counter: Counter) {
@@ -178,6 +199,7 @@ pub async fn render(
     State(metrics): State<Arc<Metrics>>,
     State(db): State<PgPool>,
     State(config): State<Arc<Config>>,
+    State(answers): State<Option<AnswerCache>>,
     headers: HeaderMap,
 ) -> Response {
     if !token_ok(&config, &headers) {
@@ -190,7 +212,7 @@ pub async fn render(
     });
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        metrics.render() + &backlog,
+        metrics.render() + &cache_gauges(answers.as_ref()) + &backlog,
     )
         .into_response()
 }

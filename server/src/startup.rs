@@ -77,6 +77,7 @@ impl Application {
                 config.idempotency_waits.limits(),
                 config.idempotency_waits.longest,
             ),
+            answers: config.answer_cache.cache(config.idempotency_retention),
             config: Arc::new(config),
             db,
         };

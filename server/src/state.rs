@@ -6,7 +6,7 @@ use std::sync::Arc;
 use app::site_files::SiteFiles;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
-use once_axum::Waits;
+use once_axum::{AnswerCache, Waits};
 use once_core::FingerprintKeys;
 use sqlx::PgPool;
 
@@ -38,6 +38,8 @@ pub struct AppState {
     pub bus: Arc<dyn Bus>,
     /// This instance's repeats waiting for their key's running request (`Prefer: wait`).
     pub waits: Waits,
+    /// This instance's completed answers, for repeats (`ANSWER_CACHE_BYTES`; none when 0).
+    pub answers: Option<AnswerCache>,
     /// The secrets request fingerprints are keyed with (`once_core::fingerprint`).
     pub fingerprints: FingerprintKeys,
 }

@@ -18,6 +18,8 @@
 //!   answer's status, failed) and no one else's;
 //! * a refusal the work decides (a 4xx, 409 included) is stored and replayed, without
 //!   `Retry-After`;
+//! * a key past its retention ([`Subject::retention`]) and purged is a new request, never
+//!   answered from a copy kept in memory;
 //! * `Prefer: wait` ([`Subject::longest_wait`]): a repeat that waits for a held first
 //!   request gets its answer replayed, not a 409; still running at its deadline, a 409;
 //!   after the first request failed, the waiter runs the request itself, once. An
@@ -39,9 +41,11 @@ use tokio::sync::Barrier;
 
 mod fingerprint;
 mod gates;
+mod retention;
 mod waits;
 pub use fingerprint::every_member_of_the_body_is_fingerprinted;
 pub use gates::Gates;
+pub use retention::a_key_past_retention_is_a_new_request;
 pub use waits::{
     a_repeat_that_waits_gets_the_original_s_answer, a_wait_that_runs_out_is_409,
     a_waiter_whose_original_failed_runs_the_request,
@@ -143,6 +147,16 @@ pub trait Subject: Sync {
     fn waiters(&self) -> impl Future<Output = Option<usize>> + Send {
         async { None }
     }
+    /// How long the application keeps a finished key, when the suite may wait it out and
+    /// then run the purge ([`Subject::purge`]); `None`, the default: the retention check is
+    /// skipped. Keep it short (seconds): the check waits it out.
+    fn retention(&self) -> Option<Duration> {
+        None
+    }
+    /// Runs the application's purge now (`once_axum::purge`), as its purge task would.
+    fn purge(&self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// Every check, for every operation, one after another.
@@ -169,6 +183,7 @@ pub async fn run_all<S: Subject>(subject: &S) {
         a_storm_on_one_key_executes_once(s, 8).await;
         an_expired_lease_is_taken_over_and_the_stale_holder_fenced(s).await;
         the_key_status_route_answers_the_callers_own_keys(s).await;
+        a_key_past_retention_is_a_new_request(s).await;
     }
 }
 

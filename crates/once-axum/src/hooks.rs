@@ -3,10 +3,10 @@
 //! application may make one per request (the shop binds a request's test faults this way),
 //! and nothing test-only rides in the protocol's own types.
 
-use std::future::Future;
+use std::{future::Future, time::Duration};
 
 use once_core::{IdempotentRequest, KeyedOperation, StoredResponse};
-use once_pg::{store, Existing};
+use once_pg::{store, Existing, FirstRead, FirstReadRow};
 use sqlx::{PgConnection, PgPool};
 
 use crate::{problem::ProtocolError, refusal::Refusal};
@@ -31,6 +31,44 @@ pub enum Counted {
     Fenced,
     /// A repeat that waited (`Prefer: wait`) for its key's running request.
     Waited,
+    /// A repeat answered from the answer cache ([`crate::AnswerCache`]), with no database
+    /// statement; it is counted as a [`Counted::Replay`] or [`Counted::KeyReused`] too.
+    Remembered,
+}
+
+/// What the first read of a keyed request learnt: what the table holds for its key, and
+/// what an answer cache needs to keep a completed answer ([`crate::AnswerCache`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct KeyRead {
+    /// What the table holds for the key, judged against the request.
+    pub existing: Existing,
+    /// How long ago the key's request finished, by the database's clock. `None`: not
+    /// known, and a completed answer this read found is not kept in memory.
+    pub finished_ago: Option<Duration>,
+    /// How much longer the request's scope stays known. `None`: the scope never ends;
+    /// `Some(ZERO)`: no answer of the scope is kept in memory.
+    pub scope_lasts: Option<Duration>,
+}
+
+impl KeyRead {
+    /// A read that tells the cache nothing: what it finds is never kept in memory.
+    pub fn new(existing: Existing) -> Self {
+        Self {
+            existing,
+            finished_ago: None,
+            scope_lasts: Some(Duration::ZERO),
+        }
+    }
+
+    /// What `once_pg`'s first read found (the application has judged its scope already).
+    pub fn from_row(row: FirstReadRow) -> Self {
+        Self {
+            existing: row.existing,
+            finished_ago: row.finished_ago,
+            scope_lasts: row.scope_lasts,
+        }
+    }
 }
 
 /// A repeat of a request the key table knows, answered from the table without running
@@ -64,6 +102,18 @@ pub trait Hooks: Clone + Send + Sync + 'static {
                 .await
                 .map_err(|e| Refusal::Store(e).into())
         }
+    }
+
+    /// The read every keyed request starts with, as the executor calls it: by default
+    /// [`Hooks::first_read`], which says nothing an answer cache could use. An application
+    /// with a cache implements this one instead, with `once_pg::FirstRead` (see
+    /// [`KeyRead::from_row`]), saying how long its scope stays known.
+    fn read_key(
+        &self,
+        db: &PgPool,
+        req: &IdempotentRequest,
+    ) -> impl Future<Output = Result<KeyRead, Self::Error>> + Send {
+        async move { self.first_read(db, req).await.map(KeyRead::new) }
     }
 
     /// Called for each thing the executor counts.
@@ -123,4 +173,10 @@ impl<E> Clone for NoHooks<E> {
 
 impl<E: ProtocolError> Hooks for NoHooks<E> {
     type Error = E;
+
+    async fn read_key(&self, db: &PgPool, req: &IdempotentRequest) -> Result<KeyRead, E> {
+        static PLAIN: std::sync::LazyLock<FirstRead> = std::sync::LazyLock::new(FirstRead::plain);
+        let row = PLAIN.run(db, req).await.map_err(Refusal::Store)?;
+        Ok(KeyRead::from_row(row))
+    }
 }

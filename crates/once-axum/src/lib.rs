@@ -8,7 +8,8 @@
 //! * [`Executor`]: claim the key, run the work, complete the key in the work's transaction
 //!   fenced on the lease, or leave it open for the retry; [`executor::overlap`] is the
 //!   opt-in overlapped claim; [`Waits`] lets a repeat wait for its running original
-//!   (`Prefer: wait`), woken by the database.
+//!   (`Prefer: wait`), woken by the database; [`AnswerCache`] answers repeats of completed
+//!   keys from memory.
 //! * [`Problem`]: a ready `application/problem+json` error; [`Refusal`], the protocol's
 //!   own answers; [`ProtocolError`], for an application's own error type.
 //! * [`Hooks`]: an application's first read, metrics and journal; [`Faults`]: test-time
@@ -23,6 +24,7 @@
 #![doc = include_str!("../README.md")]
 #![warn(missing_docs)]
 
+pub mod answer_cache;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod executor;
@@ -35,6 +37,7 @@ pub mod refusal;
 pub mod reply;
 pub mod status;
 
+pub use answer_cache::AnswerCache;
 pub use executor::{
     wait::{WaitLimits, Waits},
     Executor, PgTx, Worked,
@@ -43,7 +46,7 @@ pub use extract::{
     HeaderScope, JsonBody, Keyed, PathParams, RequestKey, Scope, ScopeHeader, Scoped,
 };
 pub use faults::Faults;
-pub use hooks::{Counted, Hooks, NoHooks, Repeat};
+pub use hooks::{Counted, Hooks, KeyRead, NoHooks, Repeat};
 pub use once_core::{FingerprintKeys, IdempotencyKey, IdempotentRequest, KeyedOperation};
 pub use problem::{Problem, ProtocolError};
 pub use refusal::Refusal;

@@ -14,7 +14,8 @@ use axum::{
 };
 use once_axum::{
     conformance::{self, Call, Fault, Gates, On, Subject},
-    Executor, FingerprintKeys, Keyed, Problem, Reply, Scope, Scoped, WaitLimits, Waits,
+    AnswerCache, Executor, FingerprintKeys, Keyed, Problem, Reply, Scope, Scoped, WaitLimits,
+    Waits,
 };
 use serde_json::{json, Value};
 use sqlx::PgPool;
@@ -23,6 +24,8 @@ mod common;
 use common::TestDb;
 
 const LEASE: Duration = Duration::from_secs(2);
+/// How long the app keeps a finished key: its purge's, and its answer cache's.
+const RETENTION: Duration = Duration::from_secs(3);
 /// The longest `Prefer: wait` the app grants.
 const LONGEST_WAIT: Duration = Duration::from_secs(2);
 
@@ -46,6 +49,9 @@ enum Break {
     FirstTagOnly,
     /// The executor is not given its waits, while the app says it grants `Prefer: wait`.
     WaitsLeftOut,
+    /// The answer cache is told a retention of an hour, while the purge keeps keys for
+    /// seconds.
+    CacheOutlivesRetention,
 }
 
 #[derive(Clone, FromRef)]
@@ -195,6 +201,11 @@ async fn start(broken: Break) -> Arc<Notes> {
     if broken != Break::WaitsLeftOut {
         executor = executor.with_waits(waits.clone());
     }
+    let cache_retention = match broken {
+        Break::CacheOutlivesRetention => Duration::from_secs(3600),
+        _ => RETENTION,
+    };
+    executor = executor.with_answer_cache(AnswerCache::new(cache_retention, 1 << 20));
     let app = App {
         executor,
         fingerprints: FingerprintKeys::new(&["test".to_owned()]).unwrap(),
@@ -321,6 +332,14 @@ impl Subject for Notes {
 
     async fn waiters(&self) -> Option<usize> {
         Some(self.waits.waiting())
+    }
+
+    fn retention(&self) -> Option<Duration> {
+        Some(RETENTION)
+    }
+
+    async fn purge(&self) {
+        once_pg::purge(&self.db, RETENTION).await.unwrap();
     }
 }
 
@@ -464,4 +483,12 @@ async fn waits_left_out_are_found() {
     assert!(fails(Break::WaitsLeftOut, 0, check!(a_wait_that_runs_out_is_409)).await);
     let failed = check!(a_waiter_whose_original_failed_runs_the_request);
     assert!(fails(Break::WaitsLeftOut, 1, failed).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_answer_cache_that_outlives_the_retention_is_found() {
+    let past = check!(a_key_past_retention_is_a_new_request);
+    assert!(fails(Break::CacheOutlivesRetention, 0, past).await);
+    let past = check!(a_key_past_retention_is_a_new_request);
+    assert!(!fails(Break::Nothing, 0, past).await);
 }

@@ -6,10 +6,12 @@ use std::{net::SocketAddr, time::Duration};
 use app::site_files::beside_binary;
 use leptos::config::{Env, LeptosOptions};
 
+mod answers;
 mod limits;
 mod waits;
 
 pub use limits::{DbLimits, Limits, LoginLimits, Rate};
+pub use answers::AnswerCacheSettings;
 pub use waits::IdempotencyWaits;
 
 use crate::client_addr::TrustedProxies;
@@ -26,6 +28,8 @@ pub struct Config {
     pub idempotency_waits: IdempotencyWaits,
     /// How long completed keys are kept before the purge worker deletes them.
     pub idempotency_retention: Duration,
+    /// Completed answers kept in memory for repeats.
+    pub answer_cache: AnswerCacheSettings,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// The payment provider's base URL.
@@ -202,6 +206,10 @@ impl Config {
             idempotency_retention: Duration::from_secs(
                 var_or("IDEMPOTENCY_RETENTION_SECS", "86400").parse()?,
             ),
+            answer_cache: AnswerCacheSettings {
+                max_bytes: var_or("ANSWER_CACHE_BYTES", "67108864").parse()?,
+                time_to_live: Duration::from_secs(var_or("ANSWER_CACHE_TTL_SECS", "3600").parse()?),
+            },
             max_body_bytes: var_or("MAX_BODY_BYTES", "65536").parse()?,
             provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
             provider_timeout: millis("PROVIDER_TIMEOUT_MS", "10000")?,

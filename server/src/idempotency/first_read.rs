@@ -6,8 +6,8 @@
 
 use std::sync::LazyLock;
 
+use once_axum::KeyRead;
 use once_core::IdempotentRequest;
-use once_pg::Existing;
 
 use crate::db::Readers;
 
@@ -15,13 +15,17 @@ use crate::db::Readers;
 pub struct FirstRead {
     /// The session store knows the request's scope (the session its cookie names).
     pub session_known: bool,
-    pub existing: Existing,
+    /// The key's state, and how long the session lasts: a session is never deleted before
+    /// its expiry (the store's own cleanup deletes expired ones, and the shop none), and
+    /// its expiry only moves later, so an answer kept in memory until then is never given
+    /// to a session the store no longer knows (docs/design.md, "Repeats from memory").
+    pub key: KeyRead,
 }
 
-/// The key table's first read, asking in the same statement whether the session exists.
+/// The key table's first read, asking in the same statement until when the session lives.
 static READ: LazyLock<once_pg::FirstRead> = LazyLock::new(|| {
-    once_pg::FirstRead::with_scope_check(
-        "EXISTS (SELECT 1 FROM tower_sessions.session s WHERE s.id = $1 AND s.expiry_date > now())",
+    once_pg::FirstRead::with_scope_expiry(
+        "SELECT s.expiry_date FROM tower_sessions.session s WHERE s.id = $1",
     )
 });
 
@@ -35,6 +39,6 @@ pub async fn read(readers: &Readers, req: &IdempotentRequest) -> Result<FirstRea
     reader.done();
     Ok(FirstRead {
         session_known: row.scope_known,
-        existing: row.existing,
+        key: KeyRead::from_row(row),
     })
 }

@@ -21,9 +21,8 @@ use axum::{
     extract::{FromRef, FromRequestParts},
     http::request::Parts,
 };
-use once_axum::{faults::ReadOnlyWork, Counted, Executor, Hooks, Repeat};
+use once_axum::{faults::ReadOnlyWork, Counted, Executor, Hooks, KeyRead, Repeat};
 use once_core::{IdempotentRequest, KeyedOperation, StoredResponse};
-use once_pg::Existing;
 use sqlx::{PgConnection, PgPool};
 
 use crate::{
@@ -66,10 +65,14 @@ impl FromRef<AppState> for Idempotency {
             request_faults: FaultRequest::default(),
             asking_for_itself: false,
         };
-        Executor::new(state.db.clone(), state.config.idempotency_lease)
+        let executor = Executor::new(state.db.clone(), state.config.idempotency_lease)
             .with_keys_per_hour(state.config.limits.keys_per_hour)
             .with_waits(state.waits.clone())
-            .with_hooks(hooks)
+            .with_hooks(hooks);
+        match &state.answers {
+            Some(cache) => executor.with_answer_cache(cache.clone()),
+            None => executor,
+        }
     }
 }
 
@@ -109,16 +112,12 @@ pub fn with_faults(idem: &Idempotency, faults: FaultRequest) -> Idempotency {
 impl Hooks for ShopHooks {
     type Error = ApiError;
 
-    async fn first_read(
-        &self,
-        _db: &PgPool,
-        req: &IdempotentRequest,
-    ) -> Result<Existing, ApiError> {
+    async fn read_key(&self, _db: &PgPool, req: &IdempotentRequest) -> Result<KeyRead, ApiError> {
         let first = first_read::read(&self.readers, req).await?;
         if !first.session_known {
             return Err(ApiError::SessionRequired);
         }
-        Ok(first.existing)
+        Ok(first.key)
     }
 
     fn count(&self, what: Counted) {
@@ -131,6 +130,7 @@ impl Hooks for ShopHooks {
             Counted::Takeover => &m.takeovers,
             Counted::RetryAfterFailure => &m.retries_after_failure,
             Counted::Fenced => &m.fenced,
+            Counted::Remembered => &m.remembered,
             _ => return,
         };
         Metrics::inc(counter);

@@ -5,13 +5,15 @@
 
 use std::time::Duration;
 
-use once_axum::conformance::{run_all, Call, Fault, Subject};
+use once_axum::conformance::{a_key_past_retention_is_a_new_request, run_all, Call, Fault, On, Subject};
 use reqwest::Client;
 use serde_json::{json, Value};
 
 use crate::helpers::{admin_url, shopper, spawn_app_with_faults, TestApp};
 
 const LEASE: Duration = Duration::from_secs(2);
+/// The retention of the app whose keys the suite waits out (longer than the lease).
+const SHORT_RETENTION: Duration = Duration::from_secs(3);
 
 struct Shop(TestApp);
 
@@ -86,12 +88,37 @@ impl Subject for Shop {
         let waiters = self.0.get_json(&self.0.client, "/_test/waiters").await;
         waiters["waiting"].as_u64().map(|n| n as usize)
     }
+
+    /// Only an app made to keep keys for seconds is waited out.
+    fn retention(&self) -> Option<Duration> {
+        Some(self.0.config.idempotency_retention).filter(|r| *r <= SHORT_RETENTION)
+    }
+
+    async fn purge(&self) {
+        once_pg::purge(&self.0.db, self.0.config.idempotency_retention)
+            .await
+            .expect("the purge");
+    }
 }
 
 #[tokio::test]
 async fn the_shop_passes_the_conformance_suite() {
     let app = spawn_app_with_faults(|c| c.idempotency_lease = LEASE).await;
     run_all(&Shop(app)).await;
+}
+
+/// The answer cache keeps no answer past its key's retention: the check the suite runs
+/// for a subject that says its retention, on an app that keeps keys for seconds.
+#[tokio::test]
+async fn the_shop_answers_a_key_past_its_retention_as_a_new_request() {
+    let app = spawn_app_with_faults(|c| {
+        c.idempotency_lease = LEASE;
+        c.idempotency_retention = SHORT_RETENTION;
+    })
+    .await;
+    let shop = Shop(app);
+    assert!(shop.retention().is_some());
+    a_key_past_retention_is_a_new_request(&On { subject: &shop, op: 0 }).await;
 }
 
 /// Columns, constraints and indexes of `idempotency_keys` in database `name`.

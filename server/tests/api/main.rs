@@ -1,6 +1,7 @@
 //! Integration tests: the real server on port 0 against a real PostgreSQL, one fresh
 //! database per test.
 
+mod answer_cache;
 mod assets;
 mod bad_input;
 mod callback_outcomes;

@@ -39,7 +39,11 @@
 //! # async fn make(db: sqlx::PgPool) -> Executor { Executor::new(db, Duration::from_secs(30)) }
 //! ```
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use axum::{
     http::{header, HeaderValue},
@@ -54,8 +58,9 @@ pub mod overlap;
 pub mod wait;
 
 use crate::{
+    answer_cache::{AnswerCache, Lifespan},
     faults::Faults,
-    hooks::{Counted, Hooks, NoHooks, Repeat},
+    hooks::{Counted, Hooks, KeyRead, NoHooks, Repeat},
     problem::ProtocolError,
     problem::DEFAULT_RETRY_AFTER_SECS,
     refusal::Refusal,
@@ -87,6 +92,15 @@ pub struct Executor<H = NoHooks> {
     pub hooks: H,
     faults: Option<Arc<dyn Faults>>,
     waits: Option<wait::Waits>,
+    answers: Option<AnswerCache>,
+}
+
+/// A request that its first read sent on to the claim.
+pub(crate) struct ToClaim {
+    /// Nobody has used its key.
+    pub(crate) unused: bool,
+    /// How long its answer may be kept in memory.
+    pub(crate) lifespan: Lifespan,
 }
 
 pub(crate) enum Start {
@@ -108,6 +122,7 @@ impl Executor {
             hooks: NoHooks::default(),
             faults: None,
             waits: None,
+            answers: None,
         }
     }
 }
@@ -122,7 +137,22 @@ impl<H: Hooks> Executor<H> {
             hooks,
             faults: self.faults,
             waits: self.waits,
+            answers: self.answers,
         }
+    }
+
+    /// The same executor, answering repeats of completed keys from `cache` with no
+    /// database statement, and keeping there the answers it completes and reads (see
+    /// [`crate::answer_cache`]). Only answers whose key and scope the first read can vouch
+    /// for are kept: see [`Hooks::read_key`].
+    pub fn with_answer_cache(mut self, cache: AnswerCache) -> Self {
+        self.answers = Some(cache);
+        self
+    }
+
+    /// The executor's answer cache, if it has one.
+    pub fn answer_cache(&self) -> Option<&AnswerCache> {
+        self.answers.as_ref()
     }
 
     /// The same executor, refusing a scope's new keys past `keys` in an hour (0: no quota).
@@ -152,19 +182,26 @@ impl<H: Hooks> Executor<H> {
         // A repeat is answered from the first read, here; only a request that goes on to
         // claim the key runs in a task of its own.
         let granted = self.granted_wait(&req);
-        if let Err(answer) = self.read_first(&req).await {
-            return wait::applied(granted, answer);
-        }
+        let lifespan = match self.read_first(&req).await {
+            Ok(to_claim) => to_claim.lifespan,
+            Err(answer) => return wait::applied(granted, answer),
+        };
         let this = self.clone();
-        let answer = in_own_task::<H::Error>(async move { this.run(req, work).await }).await;
+        let answer =
+            in_own_task::<H::Error>(async move { this.run(req, lifespan, work).await }).await;
         wait::applied(granted, answer)
     }
 
     /// Read first: a repeat of a key we know (a replay, a 409, a 422) is answered from one
-    /// read, with no lock and no write (`Err` holds that answer); `Ok` sends a key that is
-    /// new, failed or abandoned on to the claim, and says whether it is unused.
-    pub(crate) async fn read_first(&self, req: &IdempotentRequest) -> Result<bool, Response> {
-        let existing = self.hooks.first_read(&self.db, req).await.map_err(|e| {
+    /// read, with no lock and no write, or from the answer cache with none (`Err` holds
+    /// that answer); `Ok` sends a key that is new, failed or abandoned on to the claim.
+    pub(crate) async fn read_first(&self, req: &IdempotentRequest) -> Result<ToClaim, Response> {
+        if let Some(remembered) = self.answers.as_ref().and_then(|c| c.existing(req)) {
+            self.hooks.count(Counted::Remembered);
+            return Err(self.known_answer(req, remembered).await);
+        }
+        let since = Instant::now();
+        let read = self.hooks.read_key(&self.db, req).await.map_err(|e| {
             let open = !e.is_stored();
             let response = e.into_response();
             match open {
@@ -172,15 +209,44 @@ impl<H: Hooks> Executor<H> {
                 false => response,
             }
         })?;
-        let unused = matches!(existing, Existing::Unused);
-        match self.answer(req, existing).await {
+        let lifespan = Lifespan {
+            since,
+            scope_lasts: read.scope_lasts,
+        };
+        self.keep_read(req, &read, &lifespan);
+        let unused = matches!(read.existing, Existing::Unused);
+        match self.answer(req, read.existing).await {
             Some(Ok(stored)) => Err(respond(stored, true)),
             Some(Err(answer)) => Err(answer),
-            None => Ok(unused),
+            None => Ok(ToClaim { unused, lifespan }),
         }
     }
 
-    pub(crate) async fn run<F, Fut>(&self, req: IdempotentRequest, work: F) -> Response
+    /// The answer to a repeat whose key's state is known for sure (completed, or used for
+    /// another request).
+    async fn known_answer(&self, req: &IdempotentRequest, existing: Existing) -> Response {
+        match self.answer(req, existing).await {
+            Some(Ok(stored)) => respond(stored, true),
+            Some(Err(answer)) => answer,
+            None => refused::<H::Error>(Refusal::InProgress),
+        }
+    }
+
+    /// Keeps a completed answer the first read found, when the read says for how long.
+    fn keep_read(&self, req: &IdempotentRequest, read: &KeyRead, lifespan: &Lifespan) {
+        if let (Some(cache), Existing::Completed(stored), Some(ago)) =
+            (&self.answers, &read.existing, read.finished_ago)
+        {
+            cache.keep(req, stored, lifespan, ago);
+        }
+    }
+
+    pub(crate) async fn run<F, Fut>(
+        &self,
+        req: IdempotentRequest,
+        lifespan: Lifespan,
+        work: F,
+    ) -> Response
     where
         F: FnOnce(PgPool) -> Fut,
         Fut: Future<Output = Worked<H::Error>>,
@@ -194,7 +260,7 @@ impl<H: Hooks> Executor<H> {
             .heartbeat(&req, lease, work(self.work_pool(&req)))
             .await;
         let outcome = self.before_commit(&req, worked).await;
-        self.conclude(&req, lease, outcome).await
+        self.conclude(&req, lease, lifespan, outcome).await
     }
 
     /// The pool `req`'s work gets: the executor's, unless a test fault swaps it.
@@ -274,17 +340,19 @@ impl<H: Hooks> Executor<H> {
         &self,
         req: &IdempotentRequest,
         lease: Uuid,
+        lifespan: Lifespan,
         outcome: Worked<H::Error>,
     ) -> Response {
+        let finishing = Finishing { req, lease, lifespan };
         match outcome {
-            Ok((tx, reply)) => self.finish(tx, req, lease, reply.into_stored()).await,
+            Ok((tx, reply)) => self.finish(tx, &finishing, reply.into_stored()).await,
             Err(e) if !e.is_stored() => self.give_up(req, lease, e).await,
             // A definitive refusal: its transaction (if any) is gone; store the refusal as
             // it is sent.
             Err(refusal) => {
                 let stored = stored_from(refusal.into_response(), self.lease / 3).await;
                 match (stored, self.db.begin().await) {
-                    (Ok(stored), Ok(tx)) => self.finish(tx, req, lease, stored).await,
+                    (Ok(stored), Ok(tx)) => self.finish(tx, &finishing, stored).await,
                     (Err(e), _) => {
                         let e = Refusal::Panicked(format!("unreadable refusal: {e}"));
                         self.give_up(req, lease, e.into()).await
@@ -386,13 +454,8 @@ impl<H: Hooks> Executor<H> {
 
     /// Stores the outcome with the key and commits, or rolls everything back when another
     /// request has taken the key over (fencing).
-    async fn finish(
-        &self,
-        mut tx: PgTx,
-        req: &IdempotentRequest,
-        lease: Uuid,
-        stored: StoredResponse,
-    ) -> Response {
+    async fn finish(&self, mut tx: PgTx, at: &Finishing<'_>, stored: StoredResponse) -> Response {
+        let (req, lease) = (at.req, at.lease);
         // What is stored must be what the rule stores: work that answers a transient
         // status (a 503 it built itself) leaves the key open, like an error would.
         if !stored_status_is_definitive(&stored) {
@@ -405,7 +468,14 @@ impl<H: Hooks> Executor<H> {
         }
         match store::complete(&mut *tx, req, lease, &stored).await {
             Ok(true) => match tx.commit().await {
-                Ok(()) => respond(stored, false),
+                Ok(()) => {
+                    // Stamped finished inside the work's transaction, which began after
+                    // the request's first read: its retention runs from no earlier.
+                    if let Some(cache) = &self.answers {
+                        cache.keep(req, &stored, &at.lifespan, Duration::ZERO);
+                    }
+                    respond(stored, false)
+                }
                 Err(e) => self.give_up(req, lease, Refusal::Store(e).into()).await,
             },
             Ok(false) => {
@@ -477,6 +547,13 @@ impl<H: Hooks> Executor<H> {
         }
         with_retry_after(answer)
     }
+}
+
+/// A request whose key we hold, as its outcome is stored.
+struct Finishing<'a> {
+    req: &'a IdempotentRequest,
+    lease: Uuid,
+    lifespan: Lifespan,
 }
 
 /// The response of one of the protocol's refusals, in the application's error type; one

@@ -12,6 +12,7 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::{in_own_task, wait, Executor, Worked};
+use crate::answer_cache::Lifespan;
 use crate::{hooks::Hooks, refusal::Refusal};
 
 impl<H: Hooks> Executor<H> {
@@ -28,25 +29,31 @@ impl<H: Hooks> Executor<H> {
         Fut: Future<Output = Worked<H::Error>> + Send + 'static,
     {
         let granted = self.granted_wait(&req);
-        let unused = match self.read_first(&req).await {
-            Ok(unused) => unused,
+        let to_claim = match self.read_first(&req).await {
+            Ok(to_claim) => to_claim,
             Err(answer) => return wait::applied(granted, answer),
         };
+        let lifespan = to_claim.lifespan;
         let this = self.clone();
         let answer = in_own_task::<H::Error>(async move {
             // Only a key nobody has used is claimed alongside the work: a failed or
             // abandoned one is known to be taken, and the sequential path reclaims it.
-            if unused {
-                this.run_overlapped(req, work).await
+            if to_claim.unused {
+                this.run_overlapped(req, lifespan, work).await
             } else {
-                this.run(req, &work).await
+                this.run(req, lifespan, &work).await
             }
         })
         .await;
         wait::applied(granted, answer)
     }
 
-    async fn run_overlapped<F, Fut>(&self, req: IdempotentRequest, work: F) -> Response
+    async fn run_overlapped<F, Fut>(
+        &self,
+        req: IdempotentRequest,
+        lifespan: Lifespan,
+        work: F,
+    ) -> Response
     where
         F: Fn(PgPool) -> Fut,
         Fut: Future<Output = Worked<H::Error>>,
@@ -67,13 +74,13 @@ impl<H: Hooks> Executor<H> {
         if claimed {
             self.claimed(&req);
             let outcome = self.before_commit(&req, worked).await;
-            return self.conclude(&req, lease, outcome).await;
+            return self.conclude(&req, lease, lifespan, outcome).await;
         }
         // Another request claimed the key first. What the work wrote is undone (and its
         // locks released) before the sequential path runs, which may wait for that
         // request's locks.
         rollback(worked).await;
-        self.run(req, &work).await
+        self.run(req, lifespan, &work).await
     }
 
     /// Runs the claim and the work side by side. The claim is polled first, so it asks the
