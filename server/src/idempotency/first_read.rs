@@ -18,7 +18,7 @@ pub struct FirstRead {
     /// The key's state, and how long the session lasts: a session is never deleted before
     /// its expiry (the store's own cleanup deletes expired ones, and the shop none), and
     /// its expiry only moves later, so an answer kept in memory until then is never given
-    /// to a session the store no longer knows (docs/design.md, "Repeats from memory").
+    /// to a session the store no longer knows (docs/protocol.md, "Repeats from memory").
     pub key: KeyRead,
 }
 
