@@ -181,3 +181,30 @@ async fn three_instances_with_caches_answer_as_one_without() {
     .sum();
     assert!(remembered > 0, "no repeat was answered from memory: the story tested nothing");
 }
+
+/// An instance that reads a key another finished a while ago keeps it only for the
+/// retention left: past it and the purge, its repeat is a new request there too.
+#[tokio::test]
+async fn a_read_answer_is_kept_only_for_the_retention_left() {
+    let app = spawn_app_with(|c| {
+        c.idempotency_lease = Duration::from_secs(1);
+        c.idempotency_retention = Duration::from_secs(3);
+    })
+    .await;
+    let other = start(app.config.clone(), app.db_name.clone()).await;
+    let first = post_order(&app.client, &app, Some("late-reader"), MUG_ORDER).await;
+    assert_eq!(first.status(), 201);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let read = post_order(&app.client, &other, Some("late-reader"), MUG_ORDER).await;
+    assert_eq!(read.headers()["idempotent-replayed"], "true");
+    // The key's retention ends about a second after that read.
+    tokio::time::sleep(Duration::from_millis(1_300)).await;
+    once_pg::purge(&app.db, app.config.idempotency_retention).await.unwrap();
+    let after = post_order(&app.client, &other, Some("late-reader"), MUG_ORDER).await;
+    assert_eq!(after.status(), 201);
+    assert!(
+        after.headers().get("idempotent-replayed").is_none(),
+        "the other instance answered a purged key from memory"
+    );
+    assert_eq!(app.count("orders").await, 2);
+}
