@@ -98,6 +98,14 @@ impl AnswerCache {
         self.time_to_live
     }
 
+    /// Forgets every answer. For an application that learns its database may have lost
+    /// commits (a failover to a standby that was behind, a restore): an answer kept from
+    /// before may name work the database no longer holds, and from then on only the
+    /// database may say what a key holds.
+    pub fn clear(&self) {
+        self.entries.invalidate_all();
+    }
+
     /// How many answers it holds now (approximately: evictions are applied lazily).
     pub fn len(&self) -> u64 {
         self.entries.run_pending_tasks();
@@ -142,7 +150,8 @@ impl AnswerCache {
             .retention
             .saturating_sub(finished_ago)
             .min(read.scope_lasts.unwrap_or(Duration::MAX))
-            .min(self.time_to_live);
+            .min(self.time_to_live)
+            .saturating_sub(clock_margin(self.retention));
         let Some(until) = read.since.checked_add(life) else {
             return;
         };
@@ -156,6 +165,12 @@ impl AnswerCache {
         };
         self.entries.insert(id(req), Arc::new(entry));
     }
+}
+
+/// Taken off every entry's life: the database's clock, which stamps a key's finish and
+/// runs the purge, may step ahead of ours (a correction, a failover to another host).
+fn clock_margin(retention: Duration) -> Duration {
+    (retention / 10).min(Duration::from_secs(1))
 }
 
 /// What a request's first read said about how long its answers may be kept: the scope's

@@ -54,7 +54,8 @@ impl FirstRead {
     }
 
     /// The key's row and `scope_expiry`, a `timestamptz` SQL expression over `$1` (the
-    /// request's scope): when the scope stops being known (NULL: it is not known now). The
+    /// request's scope): when the scope stops being known (NULL: it is not known now, and
+    /// lasts no time). The
     /// scope is known while that time is ahead, and [`FirstReadRow::scope_lasts`] says for
     /// how long, so an answer kept in memory is never given past it. A constant of the
     /// application's, never text built from a request.
@@ -69,7 +70,7 @@ impl FirstRead {
         Self::with_columns(
             scope_expiry,
             "coalesce(u.until > now(), false)",
-            "floor(extract(epoch FROM u.until - now()) * 1000)::bigint",
+            "coalesce(floor(extract(epoch FROM u.until - now()) * 1000)::bigint, 0)",
         )
     }
 
