@@ -85,13 +85,20 @@ async fn replay(State(db): State<PgPool>, headers: HeaderMap, _body: Bytes) -> R
 /// The size of an order's answer, held once.
 static REMEMBERED: std::sync::LazyLock<Bytes> = std::sync::LazyLock::new(|| {
     let id = Uuid::nil();
-    Bytes::from(format!(r#"{{"id":"{id}","order_no":"ORD-000001","total_cents":1200}}"#))
+    Bytes::from(format!(
+        r#"{{"id":"{id}","order_no":"ORD-000001","total_cents":1200}}"#
+    ))
 });
 
 async fn from_memory(headers: HeaderMap, _body: Bytes) -> Response {
     // The key is read as Once reads it, so both parse the same request.
     let (_scope, _key) = scope_and_key(&headers);
-    (StatusCode::CREATED, [("idempotent-replayed", "true")], REMEMBERED.clone()).into_response()
+    (
+        StatusCode::CREATED,
+        [("idempotent-replayed", "true")],
+        REMEMBERED.clone(),
+    )
+        .into_response()
 }
 
 async fn new_key(State(db): State<PgPool>, headers: HeaderMap, _body: Bytes) -> Response {

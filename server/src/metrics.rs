@@ -157,11 +157,21 @@ fn cache_gauges(answers: Option<&AnswerCache>) -> String {
         return String::new();
     };
     [
-        ("once_answer_cache_entries", "Completed answers kept in memory.", cache.len()),
-        ("once_answer_cache_bytes", "Bytes of answers kept in memory, as weighed against ANSWER_CACHE_BYTES.", cache.bytes()),
+        (
+            "once_answer_cache_entries",
+            "Completed answers kept in memory.",
+            cache.len(),
+        ),
+        (
+            "once_answer_cache_bytes",
+            "Bytes of answers kept in memory, as weighed against ANSWER_CACHE_BYTES.",
+            cache.bytes(),
+        ),
     ]
     .iter()
-    .map(|(name, help, value)| format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n"))
+    .map(|(name, help, value)| {
+        format!("# HELP {name} {help}\n# TYPE {name} gauge\n{name} {value}\n")
+    })
     .collect()
 }
 

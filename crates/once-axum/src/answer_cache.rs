@@ -55,7 +55,12 @@ struct Entry {
 struct UntilItsEnd;
 
 impl Expiry<String, Arc<Entry>> for UntilItsEnd {
-    fn expire_after_create(&self, _: &String, entry: &Arc<Entry>, now: Instant) -> Option<Duration> {
+    fn expire_after_create(
+        &self,
+        _: &String,
+        entry: &Arc<Entry>,
+        now: Instant,
+    ) -> Option<Duration> {
         Some(entry.until.saturating_duration_since(now))
     }
 
@@ -190,7 +195,12 @@ fn id(req: &IdempotentRequest) -> String {
 const ENTRY_OVERHEAD: usize = 160;
 
 fn weight(id: &str, entry: &Entry) -> u32 {
-    let headers: usize = entry.stored.headers.iter().map(|(n, v)| n.len() + v.len()).sum();
+    let headers: usize = entry
+        .stored
+        .headers
+        .iter()
+        .map(|(n, v)| n.len() + v.len())
+        .sum();
     let held = id.len() + entry.fingerprint.len() + entry.stored.body.len() + headers;
     let bytes = held + ENTRY_OVERHEAD;
     u32::try_from(bytes).unwrap_or(u32::MAX)

@@ -17,7 +17,8 @@ pub struct AnswerCacheSettings {
 impl AnswerCacheSettings {
     /// The cache these settings describe for keys kept `retention`, if any.
     pub fn cache(&self, retention: Duration) -> Option<AnswerCache> {
-        (self.max_bytes > 0)
-            .then(|| AnswerCache::new(retention, self.max_bytes).with_time_to_live(self.time_to_live))
+        (self.max_bytes > 0).then(|| {
+            AnswerCache::new(retention, self.max_bytes).with_time_to_live(self.time_to_live)
+        })
     }
 }

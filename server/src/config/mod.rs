@@ -10,8 +10,8 @@ mod answers;
 mod limits;
 mod waits;
 
-pub use limits::{DbLimits, Limits, LoginLimits, Rate};
 pub use answers::AnswerCacheSettings;
+pub use limits::{DbLimits, Limits, LoginLimits, Rate};
 pub use waits::IdempotencyWaits;
 
 use crate::client_addr::TrustedProxies;

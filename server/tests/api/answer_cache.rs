@@ -79,7 +79,11 @@ async fn an_answer_is_not_given_past_its_session_s_expiry() {
     assert_eq!(again.status(), 201);
     assert_eq!(app.metric("once_idempotency_remembered_total").await, 1);
     let ended = "SELECT bool_and(expiry_date < now()) FROM tower_sessions.session";
-    while !sqlx::query_scalar::<_, bool>(ended).fetch_one(&app.db).await.unwrap() {
+    while !sqlx::query_scalar::<_, bool>(ended)
+        .fetch_one(&app.db)
+        .await
+        .unwrap()
+    {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let after = post_order(&app.client, &app, Some("session-ends"), MUG_ORDER).await;
@@ -102,7 +106,12 @@ fn story(instances: usize) -> Vec<Vec<Step>> {
     for key in 0..6 {
         for shopper in 0..3 {
             let at = |n: usize| (shopper + key + n) % instances;
-            let step = |quantity, n| Step { shopper, key, quantity, instance: at(n) };
+            let step = |quantity, n| Step {
+                shopper,
+                key,
+                quantity,
+                instance: at(n),
+            };
             // Five at once (a round), then repeats one by one, one with another body.
             rounds.push((0..5).map(|n| step(1, n)).collect());
             for (quantity, n) in [(1, 1), (1, 2), (2, 0), (1, 0), (1, 2)] {
@@ -127,9 +136,16 @@ async fn run_story(instances: &[TestApp]) -> Vec<Vec<Seen>> {
     for round in story(instances.len()) {
         let barrier = Arc::new(Barrier::new(round.len()));
         let sends = round.iter().map(|step| {
-            let (client, app, barrier) = (&shoppers[step.shopper], &instances[step.instance], barrier.clone());
+            let (client, app, barrier) = (
+                &shoppers[step.shopper],
+                &instances[step.instance],
+                barrier.clone(),
+            );
             let key = format!("story-{}", step.key);
-            let body = format!(r#"{{"items":[{{"sku":"MUG-001","quantity":{}}}]}}"#, step.quantity);
+            let body = format!(
+                r#"{{"items":[{{"sku":"MUG-001","quantity":{}}}]}}"#,
+                step.quantity
+            );
             async move {
                 barrier.wait().await;
                 let prefer = [("prefer", "wait=10")];
@@ -141,8 +157,14 @@ async fn run_story(instances: &[TestApp]) -> Vec<Vec<Seen>> {
         let answers = futures::future::join_all(sends).await;
         let mut round_seen = Vec::new();
         for (step, (status, replay, body)) in round.iter().zip(answers) {
-            let first = firsts.entry((step.shopper, step.key)).or_insert_with(|| body.clone());
-            let same = if status == 201 { (&body == first).to_string() } else { String::new() };
+            let first = firsts
+                .entry((step.shopper, step.key))
+                .or_insert_with(|| body.clone());
+            let same = if status == 201 {
+                (&body == first).to_string()
+            } else {
+                String::new()
+            };
             round_seen.push((status, replay, same));
         }
         seen.push(round_seen);
@@ -168,18 +190,26 @@ async fn three_instances_with_caches_answer_as_one_without() {
         // Which of five racers ran the request is the database's choice: compare as sets.
         a.sort();
         b.sort();
-        assert_eq!(a, b, "round {n}: three cached instances answered otherwise than one without");
+        assert_eq!(
+            a, b,
+            "round {n}: three cached instances answered otherwise than one without"
+        );
     }
     // 18 keys, each one order, whichever instance answered.
     assert_eq!(instances[0].count("orders").await, 18);
     assert_eq!(plain.count("orders").await, 18);
     let remembered: u64 = futures::future::join_all(
-        instances.iter().map(|i| i.metric("once_idempotency_remembered_total")),
+        instances
+            .iter()
+            .map(|i| i.metric("once_idempotency_remembered_total")),
     )
     .await
     .into_iter()
     .sum();
-    assert!(remembered > 0, "no repeat was answered from memory: the story tested nothing");
+    assert!(
+        remembered > 0,
+        "no repeat was answered from memory: the story tested nothing"
+    );
 }
 
 /// An instance that reads a key another finished a while ago keeps it only for the
@@ -199,7 +229,9 @@ async fn a_read_answer_is_kept_only_for_the_retention_left() {
     assert_eq!(read.headers()["idempotent-replayed"], "true");
     // The key's retention ends about a second after that read.
     tokio::time::sleep(Duration::from_millis(1_300)).await;
-    once_pg::purge(&app.db, app.config.idempotency_retention).await.unwrap();
+    once_pg::purge(&app.db, app.config.idempotency_retention)
+        .await
+        .unwrap();
     let after = post_order(&app.client, &other, Some("late-reader"), MUG_ORDER).await;
     assert_eq!(after.status(), 201);
     assert!(

@@ -5,7 +5,9 @@
 
 use std::time::Duration;
 
-use once_axum::conformance::{a_key_past_retention_is_a_new_request, run_all, Call, Fault, On, Subject};
+use once_axum::conformance::{
+    a_key_past_retention_is_a_new_request, run_all, Call, Fault, On, Subject,
+};
 use reqwest::Client;
 use serde_json::{json, Value};
 
@@ -118,7 +120,11 @@ async fn the_shop_answers_a_key_past_its_retention_as_a_new_request() {
     .await;
     let shop = Shop(app);
     assert!(shop.retention().is_some());
-    a_key_past_retention_is_a_new_request(&On { subject: &shop, op: 0 }).await;
+    a_key_past_retention_is_a_new_request(&On {
+        subject: &shop,
+        op: 0,
+    })
+    .await;
 }
 
 /// Columns, constraints and indexes of `idempotency_keys` in database `name`.

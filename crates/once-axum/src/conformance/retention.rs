@@ -16,20 +16,38 @@ pub async fn a_key_past_retention_is_a_new_request<S: Subject>(on: &On<'_, S>) {
     let scope = on.subject.new_scope().await;
     let (key, body) = (fresh_key(), on.body(1));
     let first = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
-    assert!(first.0.is_success(), "op {}: first answer {}", on.op, first.0);
+    assert!(
+        first.0.is_success(),
+        "op {}: first answer {}",
+        on.op,
+        first.0
+    );
     let again = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
-    assert_eq!(again.1.as_deref(), Some("true"), "op {}: a repeat within the retention", on.op);
+    assert_eq!(
+        again.1.as_deref(),
+        Some("true"),
+        "op {}: a repeat within the retention",
+        on.op
+    );
     // Past the retention by more than the database's clock could differ from ours within
     // one machine, the purge deletes the key.
     tokio::time::sleep(retention + Duration::from_millis(300)).await;
     on.subject.purge().await;
-    let (status, replayed, _) =
-        answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
-    assert!(status.is_success(), "op {}: after the purge: {status}", on.op);
+    let (status, replayed, _) = answer(on.send(&scope, Some(&key), &body, Fault::None).await).await;
+    assert!(
+        status.is_success(),
+        "op {}: after the purge: {status}",
+        on.op
+    );
     assert_eq!(
         replayed, None,
         "op {}: a key past its retention and purged was answered as a replay (from memory?)",
         on.op
     );
-    assert_eq!(on.effects(&scope).await, 2, "op {}: the purged key's request ran again", on.op);
+    assert_eq!(
+        on.effects(&scope).await,
+        2,
+        "op {}: the purged key's request ran again",
+        on.op
+    );
 }

@@ -343,7 +343,11 @@ impl<H: Hooks> Executor<H> {
         lifespan: Lifespan,
         outcome: Worked<H::Error>,
     ) -> Response {
-        let finishing = Finishing { req, lease, lifespan };
+        let finishing = Finishing {
+            req,
+            lease,
+            lifespan,
+        };
         match outcome {
             Ok((tx, reply)) => self.finish(tx, &finishing, reply.into_stored()).await,
             Err(e) if !e.is_stored() => self.give_up(req, lease, e).await,
