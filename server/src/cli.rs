@@ -12,7 +12,12 @@ use crate::{config::Config, credentials, db, fulfillment::Fulfillment, metrics::
 
 async fn database(config: &Config) -> anyhow::Result<PgPool> {
     db::ensure_database(&config.database_url).await?;
-    let db = db::connect(&config.database_url, &config.db_limits).await?;
+    let db = db::connect(
+        &config.database_url,
+        &config.db_limits,
+        db::ServerWatch::default(),
+    )
+    .await?;
     db::migrate(&db).await?;
     Ok(db)
 }

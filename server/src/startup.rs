@@ -54,7 +54,13 @@ impl Application {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
         make_missing_secrets(&mut config);
         db::ensure_database(&config.database_url).await?;
-        let db = db::connect(&config.database_url, &config.db_limits).await?;
+        let server_watch = db::ServerWatch::default();
+        let db = db::connect(
+            &config.database_url,
+            &config.db_limits,
+            server_watch.clone(),
+        )
+        .await?;
         db::migrate(&db).await?;
         let listener = TcpListener::bind(config.listen_addr).await?;
         let bus = bus::connect(&config.events.bus(), &db).await?;
@@ -64,7 +70,9 @@ impl Application {
             readers: db::Readers::new(
                 (*db.connect_options()).clone(),
                 config.db_limits.statement_timeout,
+                server_watch.clone(),
             ),
+            server_watch,
             repeats,
             leptos: Arc::new(config.leptos.clone()),
             site: Arc::new(SiteFiles::of(&config.leptos)),

@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use once_events::bus::Bus;
 
 use crate::{
-    client_addr::TrustedProxies, config::Config, db::Readers, faults::Faults, journal,
+    client_addr::TrustedProxies, config::Config, db, db::Readers, faults::Faults, journal,
     metrics::Metrics, provider_client::ProviderClient,
 };
 
@@ -40,6 +40,10 @@ pub struct AppState {
     pub waits: Waits,
     /// This instance's completed answers, for repeats (`ANSWER_CACHE_BYTES`; none when 0).
     pub answers: Option<AnswerCache>,
+    /// Which database server the connections reach: the answers are forgotten when it
+    /// changes (`db::ServerWatch`).
+    #[from_ref(skip)]
+    pub server_watch: db::ServerWatch,
     /// The secrets request fingerprints are keyed with (`once_core::fingerprint`).
     pub fingerprints: FingerprintKeys,
 }

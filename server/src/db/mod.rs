@@ -2,8 +2,10 @@
 //! a few connections kept aside for the first read of every idempotent request, `readers`).
 
 mod readers;
+mod server_watch;
 
 pub use readers::{Reader, Readers};
+pub use server_watch::ServerWatch;
 
 use std::{
     str::FromStr,
@@ -98,7 +100,8 @@ pub(crate) fn lost_one_recently() -> bool {
 /// under load) answers 503, retryable, and from then on every connection is checked. Every
 /// session carries the configured bounds on statements, lock waits and idle transactions,
 /// and reads committed data statement by statement.
-pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
+/// Each new connection tells `watch` which server it reached.
+pub async fn connect(url: &str, limits: &DbLimits, watch: ServerWatch) -> anyhow::Result<PgPool> {
     let ms = |d: Duration| d.as_millis().to_string();
     let options = PgConnectOptions::from_str(url)?.options([
         ("statement_timeout", ms(limits.statement_timeout)),
@@ -118,6 +121,10 @@ pub async fn connect(url: &str, limits: &DbLimits) -> anyhow::Result<PgPool> {
         .max_connections(20)
         .acquire_timeout(Duration::from_secs(3))
         .test_before_acquire(false)
+        .after_connect(move |conn, _| {
+            let watch = watch.clone();
+            Box::pin(async move { watch.note(conn).await })
+        })
         .before_acquire(|conn, meta| {
             Box::pin(async move {
                 if meta.idle_for >= PING_AFTER_IDLE || lost_one_recently() {

@@ -17,7 +17,9 @@ use std::{
 use sqlx::{postgres::PgConnectOptions, ConnectOptions, Connection, PgConnection};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::{lost_one_recently, note_lost_connection, note_possible_loss, PING_AFTER_IDLE};
+use super::{
+    lost_one_recently, note_lost_connection, note_possible_loss, ServerWatch, PING_AFTER_IDLE,
+};
 
 /// How many reads run at once, per process. A read takes a fraction of a millisecond, so a
 /// handful keeps up with far more concurrent requests.
@@ -36,6 +38,7 @@ pub struct Readers {
 
 struct Inner {
     options: PgConnectOptions,
+    watch: ServerWatch,
     /// How long an abandoned statement can still run: the statement timeout, plus a margin.
     settle_within: Duration,
     idle: Mutex<Vec<Idle>>,
@@ -74,10 +77,12 @@ pub struct Reader {
 impl Readers {
     /// Connects lazily, with `options`: the main pool's, so the same limits apply.
     /// `statement_timeout` is theirs too.
-    pub fn new(options: PgConnectOptions, statement_timeout: Duration) -> Self {
+    /// Each new connection tells `watch` which server it reached.
+    pub fn new(options: PgConnectOptions, statement_timeout: Duration, watch: ServerWatch) -> Self {
         Self {
             inner: Arc::new(Inner {
                 options,
+                watch,
                 settle_within: statement_timeout + Duration::from_secs(1),
                 idle: Mutex::new(Vec::with_capacity(READERS)),
                 permits: Arc::new(Semaphore::new(READERS)),
@@ -126,11 +131,14 @@ impl Readers {
     /// connections), the pool's connections are most likely gone too: from now on the pool
     /// checks each before handing it out, so the request's retry does not meet a dead one.
     async fn connect(&self) -> Result<PgConnection, sqlx::Error> {
-        self.inner
+        let mut conn = self
+            .inner
             .options
             .connect()
             .await
-            .inspect_err(|_| note_possible_loss())
+            .inspect_err(|_| note_possible_loss())?;
+        self.inner.watch.note(&mut conn).await?;
+        Ok(conn)
     }
 
     fn take_idle(&self) -> Option<Idle> {

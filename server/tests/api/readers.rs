@@ -20,7 +20,11 @@ async fn backend_pid(conn: &mut PgConnection) -> i32 {
 #[tokio::test]
 async fn an_abandoned_reader_is_never_lent_mid_statement_and_still_counts_until_it_settles() {
     let app = spawn_app().await;
-    let readers = Readers::new((*app.db.connect_options()).clone(), Duration::from_secs(10));
+    let readers = Readers::new(
+        (*app.db.connect_options()).clone(),
+        Duration::from_secs(10),
+        server::db::ServerWatch::default(),
+    );
 
     let mut reader = readers.acquire().await.unwrap();
     let first = backend_pid(reader.conn()).await;
