@@ -78,7 +78,8 @@ impl Expiry<String, Arc<Entry>> for UntilItsEnd {
 impl AnswerCache {
     /// A cache for keys kept `retention` (what the application's purge is given: no entry
     /// outlives it), holding at most `max_bytes` of answers (bodies, headers, fingerprints
-    /// and keys), the least used leaving first.
+    /// and keys). When full, moka's admission policy (TinyLFU) decides: a new answer
+    /// replaces the least recently used one unless that one is asked for more often.
     pub fn new(retention: Duration, max_bytes: u64) -> Self {
         let entries = Cache::builder()
             .max_capacity(max_bytes)
