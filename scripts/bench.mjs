@@ -1,7 +1,10 @@
 // Payments through the sandbox provider (scripts/bench): opens a session, creates N orders
 // (untimed), then pays each one (POST /api/orders/{id}/payments, its own Idempotency-Key,
 // the sandbox's always-approved card) with C requests in flight. Prints a human line and a
-// RESULT line that scripts/bench reads. A payment is expected as 201 with status "succeeded".
+// RESULT line that scripts/bench reads, and a CPU line: milliseconds of CPU per payment of
+// each process. A payment is expected as 201 with status "succeeded".
+import { readFileSync, readdirSync } from 'node:fs';
+
 const [base, total, concurrency] = [process.argv[2], Number(process.argv[3]), Number(process.argv[4])];
 const run = `${Date.now()}-${process.pid}`; // keys of this run never meet another run's
 
@@ -53,6 +56,34 @@ const created = await drive(async (i) => {
 });
 if (created.unexpected > 0) throw new Error(`${created.unexpected} orders could not be created`);
 
+// CPU seconds each process spends on the payments (BENCH_CPU_PIDS="name=pid ..."), and
+// PostgreSQL's (every process named postgres), read from /proc around the payments alone.
+const ticks = (pid) => {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return Number(fields[11]) + Number(fields[12]); // utime + stime, after pid and comm
+  } catch {
+    return 0; // a process that ended meanwhile
+  }
+};
+const postgres = () =>
+  readdirSync('/proc')
+    .filter((p) => /^\d+$/.test(p))
+    .filter((p) => {
+      try {
+        return readFileSync(`/proc/${p}/comm`, 'utf8').trim() === 'postgres';
+      } catch {
+        return false;
+      }
+    });
+const watched = (process.env.BENCH_CPU_PIDS ?? '').split(' ').filter(Boolean).map((w) => w.split('='));
+const cpu = () => ({
+  ...Object.fromEntries(watched.map(([name, pid]) => [name, ticks(pid)])),
+  client: ticks(process.pid),
+  postgresql: postgres().reduce((sum, p) => sum + ticks(p), 0),
+});
+const cpuBefore = cpu();
+
 const paid = await drive(async (i) => {
   const { status, json } = await post(`/api/orders/${orders[i]}/payments`, `pay-${run}-${i}`, {
     card_number: '4242424242424242',
@@ -66,6 +97,12 @@ console.log(
   `payments: ${total} at concurrency ${concurrency}: ${rate}/s, p50 ${pct(50)} ms, p99 ${pct(99)} ms, ` +
     `unexpected answers ${paid.unexpected}`,
 );
+// Clock ticks are 1/100 s on Linux: ticks × 10 / payments is milliseconds per payment.
+const cpuAfter = cpu();
+const perPayment = Object.keys(cpuAfter)
+  .map((name) => `${name}=${(((cpuAfter[name] - cpuBefore[name]) * 10) / total).toFixed(2)}`)
+  .join(' ');
+console.log(`CPU ${perPayment}`);
 console.log(
   `RESULT requests=${total} seconds=${paid.seconds.toFixed(3)} p50_ms=${pct(50)} p99_ms=${pct(99)} ` +
     `non2xx=${paid.non2xx} socket_errors=${paid.socketErrors} unexpected=${paid.unexpected}`,
