@@ -54,7 +54,8 @@ impl Application {
     pub async fn build(mut config: Config) -> anyhow::Result<Self> {
         make_missing_secrets(&mut config);
         db::ensure_database(&config.database_url).await?;
-        let server_watch = db::ServerWatch::default();
+        let answers = config.answer_cache.cache(config.idempotency_retention);
+        let server_watch = db::ServerWatch::forgetting(answers.clone());
         let db = db::connect(
             &config.database_url,
             &config.db_limits,
@@ -70,9 +71,8 @@ impl Application {
             readers: db::Readers::new(
                 (*db.connect_options()).clone(),
                 config.db_limits.statement_timeout,
-                server_watch.clone(),
+                server_watch,
             ),
-            server_watch,
             repeats,
             leptos: Arc::new(config.leptos.clone()),
             site: Arc::new(SiteFiles::of(&config.leptos)),
@@ -85,7 +85,7 @@ impl Application {
                 config.idempotency_waits.limits(),
                 config.idempotency_waits.longest,
             ),
-            answers: config.answer_cache.cache(config.idempotency_retention),
+            answers,
             config: Arc::new(config),
             db,
         };

@@ -13,7 +13,7 @@ use sqlx::PgPool;
 use once_events::bus::Bus;
 
 use crate::{
-    client_addr::TrustedProxies, config::Config, db, db::Readers, faults::Faults, journal,
+    client_addr::TrustedProxies, config::Config, db::Readers, faults::Faults, journal,
     metrics::Metrics, provider_client::ProviderClient,
 };
 
@@ -38,12 +38,9 @@ pub struct AppState {
     pub bus: Arc<dyn Bus>,
     /// This instance's repeats waiting for their key's running request (`Prefer: wait`).
     pub waits: Waits,
-    /// This instance's completed answers, for repeats (`ANSWER_CACHE_BYTES`; none when 0).
+    /// This instance's completed answers, for repeats (`ANSWER_CACHE_BYTES`; none when 0),
+    /// forgotten when the database server changes (`db::ServerWatch`).
     pub answers: Option<AnswerCache>,
-    /// Which database server the connections reach: the answers are forgotten when it
-    /// changes (`db::ServerWatch`).
-    #[from_ref(skip)]
-    pub server_watch: db::ServerWatch,
     /// The secrets request fingerprints are keyed with (`once_core::fingerprint`).
     pub fingerprints: FingerprintKeys,
 }

@@ -3,17 +3,15 @@
 //! (a standby that was behind, a backup older than the last answers): what this process
 //! remembers from before — the answer cache's completed answers — may then name work the
 //! database no longer holds. Every new connection reads the server's start time; when it
-//! differs from the last one seen, the change is counted, and the answer cache is emptied
-//! before the next request uses it (`idempotency`; docs/protocol.md, "Repeats from memory").
+//! differs from the last one seen, the answer cache is emptied there and then, before the
+//! connection serves anything (docs/protocol.md, "Repeats from memory").
 
-use std::sync::{
-    atomic::{AtomicU64, Ordering},
-    Arc, Mutex, PoisonError,
-};
+use std::sync::{Arc, Mutex, PoisonError};
 
+use once_axum::AnswerCache;
 use sqlx::PgConnection;
 
-/// Shared by the main pool, the readers and the executor of each request. Cheap to clone.
+/// Shared by the main pool and the readers. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct ServerWatch {
     inner: Arc<Inner>,
@@ -23,14 +21,27 @@ pub struct ServerWatch {
 struct Inner {
     /// The start time (epoch microseconds) of the server last connected to.
     started: Mutex<Option<i64>>,
-    /// Changes of server seen, and how many of them the cache's owner was told of.
-    changes: AtomicU64,
-    told: AtomicU64,
+    /// The answers to forget when the server changes, if the process keeps any.
+    answers: Option<AnswerCache>,
 }
 
 impl ServerWatch {
+    /// A watch that empties `answers` whenever the server changes.
+    pub fn forgetting(answers: Option<AnswerCache>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                started: Mutex::default(),
+                answers,
+            }),
+        }
+    }
+
     /// Reads the start time of the server `conn` reaches (on each new connection).
+    /// A process that keeps no answers has nothing to forget, and asks nothing.
     pub async fn note(&self, conn: &mut PgConnection) -> Result<(), sqlx::Error> {
+        if self.inner.answers.is_none() {
+            return Ok(());
+        }
         let started: i64 = sqlx::query_scalar(
             "SELECT (extract(epoch FROM pg_postmaster_start_time()) * 1000000)::bigint",
         )
@@ -40,30 +51,23 @@ impl ServerWatch {
         Ok(())
     }
 
-    /// Counts a change when `started` is not the last start time seen.
-    fn observe(&self, started: i64) {
+    /// Notes `started`; when it is not the last start time seen, the server changed: the
+    /// answers are forgotten and `true` returned.
+    fn observe(&self, started: i64) -> bool {
         let mut last = self
             .inner
             .started
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        if last.is_some_and(|seen| seen != started) {
-            self.inner.changes.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!("the database server changed (restart, failover or restore): answers kept in memory are forgotten");
-        }
+        let changed = last.is_some_and(|seen| seen != started);
         *last = Some(started);
-    }
-
-    /// Whether the server changed since the last call that said so: true once per change.
-    pub fn changed_since_last_asked(&self) -> bool {
-        let changes = self.inner.changes.load(Ordering::Relaxed);
-        let told = self.inner.told.load(Ordering::Relaxed);
-        changes != told
-            && self
-                .inner
-                .told
-                .compare_exchange(told, changes, Ordering::Relaxed, Ordering::Relaxed)
-                .is_ok()
+        if changed {
+            tracing::warn!("the database server changed (restart, failover or restore): answers kept in memory are forgotten");
+            if let Some(answers) = &self.inner.answers {
+                answers.clear();
+            }
+        }
+        changed
     }
 }
 
@@ -74,16 +78,9 @@ mod tests {
     #[test]
     fn a_change_of_server_is_told_once_and_the_same_server_never() {
         let watch = ServerWatch::default();
-        watch.observe(1);
-        watch.observe(1);
-        assert!(
-            !watch.changed_since_last_asked(),
-            "the first server and itself again"
-        );
-        watch.observe(2);
-        assert!(watch.changed_since_last_asked());
-        assert!(!watch.changed_since_last_asked(), "told once");
-        watch.observe(2);
-        assert!(!watch.changed_since_last_asked());
+        assert!(!watch.observe(1));
+        assert!(!watch.observe(1), "the first server and itself again");
+        assert!(watch.observe(2));
+        assert!(!watch.observe(2), "told once");
     }
 }

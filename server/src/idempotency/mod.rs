@@ -70,14 +70,7 @@ impl FromRef<AppState> for Idempotency {
             .with_waits(state.waits.clone())
             .with_hooks(hooks);
         match &state.answers {
-            Some(cache) => {
-                // A database server that restarted, failed over or was restored may not
-                // hold every answer kept from before (`db::ServerWatch`).
-                if state.server_watch.changed_since_last_asked() {
-                    cache.clear();
-                }
-                executor.with_answer_cache(cache.clone())
-            }
+            Some(cache) => executor.with_answer_cache(cache.clone()),
             None => executor,
         }
     }
