@@ -3,7 +3,7 @@
 //! callback that could change an attempt is applied only when the provider, asked by the
 //! attempt's id, lists that charge for the attempt with the status the callback claims.
 //! (A callback that can change nothing — its attempt has moved past it — is recorded
-//! without asking.)
+//! without asking, and, when its amount is the order's, without applying.)
 //! Anything else is recorded as `unconfirmed` and changes nothing: a callback can never
 //! rewrite an attempt's charge id with one the provider did not issue for it.
 //!
@@ -27,16 +27,21 @@ pub async fn confirmed(
     let (data, status) = match &event {
         Event::Succeeded(data) => (data, "succeeded"),
         Event::Failed(data) => (data, "failed"),
-        Event::Other | Event::Malformed | Event::Unconfirmed(_) => return Ok(event),
+        Event::Other | Event::Malformed | Event::Unconfirmed(_) | Event::Settled(_) => {
+            return Ok(event)
+        }
     };
     // A reference that names no attempt of ours is refused as unknown when applied.
     let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
         return Ok(event);
     };
-    let Some(attempt_status) =
-        sqlx::query_scalar!("SELECT status FROM payments WHERE id = $1", payment_id)
-            .fetch_optional(db)
-            .await?
+    let Some(attempt) = sqlx::query!(
+        "SELECT p.status, o.total_cents, o.currency FROM payments p
+           JOIN orders o ON o.id = p.order_id WHERE p.id = $1",
+        payment_id
+    )
+    .fetch_optional(db)
+    .await?
     else {
         return Ok(event);
     };
@@ -44,11 +49,21 @@ pub async fn confirmed(
     // One it can change is always asked about, even for the charge the attempt recorded:
     // a declined attempt records its declined charge, which a success must not revive.
     let can_change = match status {
-        "succeeded" => matches!(attempt_status.as_str(), "pending" | "failed"),
-        _ => attempt_status == "pending",
+        "succeeded" => matches!(attempt.status.as_str(), "pending" | "failed"),
+        _ => attempt.status == "pending",
     };
     if !can_change {
-        return Ok(event);
+        // Nor does it need applying when its amount is the order's: applying would change
+        // nothing (an order's total never changes), so no row is locked for it. A mismatch
+        // goes through `apply`, which refuses it.
+        let matches_order =
+            data.amount_cents == attempt.total_cents && data.currency == attempt.currency;
+        return Ok(match event {
+            Event::Succeeded(data) | Event::Failed(data) if status == "failed" || matches_order => {
+                Event::Settled(data)
+            }
+            other => other,
+        });
     }
     let listed = provider.charges_for(payment_id).await?;
     if listed

@@ -87,6 +87,9 @@ enum Event {
     /// A charge the provider does not list for the attempt with the status claimed
     /// ([`confirm`]): recorded, acknowledged, never applied.
     Unconfirmed(ChargeData),
+    /// A success or a decline for an attempt already past it, whose amount is the order's
+    /// ([`confirm`]): applying it would change nothing, so it is only recorded.
+    Settled(ChargeData),
 }
 
 fn understand(event: &ProviderEvent) -> Event {
@@ -193,7 +196,7 @@ async fn record_and_apply(
     let mut tx = db.begin().await?;
     journal::acting_as(&mut tx, Actor::Callback).await?;
     let (charge_id, reference) = match event {
-        Event::Succeeded(d) | Event::Failed(d) | Event::Unconfirmed(d) => {
+        Event::Succeeded(d) | Event::Failed(d) | Event::Unconfirmed(d) | Event::Settled(d) => {
             (Some(d.charge_id.as_str()), Some(d.reference.as_str()))
         }
         Event::Other | Event::Malformed => (None, None),
@@ -215,8 +218,30 @@ async fn record_and_apply(
         tx.commit().await?;
         return Ok("duplicate");
     }
+    let outcome = match event {
+        Event::Settled(_) => Outcome::AlreadyApplied,
+        _ => apply_in_savepoint(&mut tx, envelope, event).await?,
+    };
+    sqlx::query!(
+        "UPDATE payment_callbacks SET outcome = $2 WHERE provider_tx_no = $1",
+        envelope.tx_no,
+        outcome.as_str(),
+    )
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(outcome.as_str())
+}
+
+/// Applies the event in a savepoint: a refusal by the database (a constraint) rolls back
+/// the application alone and becomes the callback's outcome.
+async fn apply_in_savepoint(
+    tx: &mut PgConnection,
+    envelope: &ProviderEvent,
+    event: &Event,
+) -> Result<Outcome, ApiError> {
     let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
-    let outcome = match apply(&mut savepoint, event).await {
+    Ok(match apply(&mut savepoint, event).await {
         Ok(outcome) => {
             savepoint.commit().await?;
             outcome
@@ -232,16 +257,7 @@ async fn record_and_apply(
             tracing::error!(tx_no = %envelope.tx_no, error = %refused, "provider callback refused; flagged for an operator");
             Outcome::refused(&refused)
         }
-    };
-    sqlx::query!(
-        "UPDATE payment_callbacks SET outcome = $2 WHERE provider_tx_no = $1",
-        envelope.tx_no,
-        outcome.as_str(),
-    )
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(outcome.as_str())
+    })
 }
 
 async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyError> {
@@ -250,6 +266,7 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
         Event::Other => return Ok(Outcome::Ignored),
         Event::Malformed => return Ok(Outcome::Malformed),
         Event::Unconfirmed(_) => return Ok(Outcome::Unconfirmed),
+        Event::Settled(_) => return Ok(Outcome::AlreadyApplied),
     };
     let Ok(payment_id) = Uuid::parse_str(&data.reference) else {
         return Ok(Outcome::UnknownPayment);

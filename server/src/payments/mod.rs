@@ -167,9 +167,14 @@ async fn charge_order(
         }
         found => found?,
     };
-    let stamp = || async { Ok(store::stamp_charge_call(&db, payment.id).await?) };
+    // Every call first stamps the attempt, on a pending one only (see `settle`); the insert
+    // that made the attempt (this try's, if `stamped`) stamped the first call already.
+    let (mut stamped, payment_id, db_ref) = (payment.stamped, payment.id, &db);
+    let stamp = || {
+        let first_stamped = std::mem::take(&mut stamped);
+        async move { Ok(first_stamped || store::stamp_charge_call(db_ref, payment_id).await?) }
+    };
     let charged = match payment.status.as_str() {
-        // Every call first stamps the attempt, on a pending one only (see `settle`).
         "pending" => {
             let order = ChargeOrder {
                 payment_id: payment.id,
@@ -202,7 +207,12 @@ async fn charge_order(
     let mut tx = db.begin().await?;
     match charge.status.as_str() {
         "succeeded" => {
-            apply::charge_succeeded(&mut tx, payment.id, &apply::ChargeFacts::of(&charge)).await?;
+            let facts = apply::ChargeFacts::of(&charge);
+            if apply::charge_succeeded(&mut tx, payment.id, &facts).await? == apply::Applied::Paid {
+                // The attempt is what this charge made it: no need to read it back.
+                let reply = paid(&PaymentView::succeeded(&payment, facts.charge_id))?;
+                return Ok((tx, reply));
+            }
         }
         "failed" => {
             let code = charge.failure_code.as_deref().unwrap_or("declined");
@@ -229,7 +239,7 @@ async fn reply_for(tx: &mut PgConnection, payment_id: Uuid) -> Result<Reply, Api
         .clone()
         .unwrap_or_else(|| "declined".into());
     Ok(match view.status.as_str() {
-        "succeeded" => Reply::created(format!("/api/orders/{}/payments", view.order_id), &view)?,
+        "succeeded" => paid(&view)?,
         "refund_due" | "refunded" => ApiError::unprocessable(
             "order-not-payable",
             "the order was paid or cancelled meanwhile; this charge is refunded",
@@ -247,6 +257,14 @@ async fn reply_for(tx: &mut PgConnection, payment_id: Uuid) -> Result<Reply, Api
             )))
         }
     })
+}
+
+/// The answer for a succeeded attempt.
+fn paid(view: &PaymentView) -> Result<Reply, ApiError> {
+    Ok(Reply::created(
+        format!("/api/orders/{}/payments", view.order_id),
+        view,
+    )?)
 }
 
 /// The order's payment attempts, oldest first

@@ -357,3 +357,46 @@ async fn a_callback_the_provider_cannot_be_asked_about_is_retried_not_recorded()
     );
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
 }
+
+/// A success for an attempt that already succeeded changes nothing, so it is recorded
+/// without locking anything: an order held by a long transaction elsewhere does not hold
+/// the provider's deliveries up.
+#[tokio::test]
+async fn a_success_for_a_settled_attempt_is_recorded_without_waiting_for_its_order() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let (order_id, payment_id, charge) = paid_order(&app).await;
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM orders WHERE id = $1::uuid FOR UPDATE")
+        .bind(&order_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let again = callback("charge.succeeded", "txn_again", &charge, 3600, &payment_id);
+    let outcome = tokio::time::timeout(
+        std::time::Duration::from_secs(5),
+        app.callback_outcome(&again),
+    )
+    .await
+    .expect("answered while the order's row is locked");
+    assert_eq!(outcome, "already_applied");
+    holder.rollback().await.unwrap();
+    let stored: (Option<String>, String) = sqlx::query_as(
+        "SELECT charge_id, outcome FROM payment_callbacks WHERE provider_tx_no = 'txn_again'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert_eq!(stored, (Some(charge), "already_applied".to_owned()));
+}
+
+/// The shortcut above is only for a success whose amount is the order's: another amount
+/// for a settled attempt is still refused as a mismatch, for an operator to see.
+#[tokio::test]
+async fn a_success_of_another_amount_for_a_settled_attempt_is_a_mismatch() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let (order_id, payment_id, charge) = paid_order(&app).await;
+    let wrong = callback("charge.succeeded", "txn_more", &charge, 1, &payment_id);
+    assert_eq!(app.callback_outcome(&wrong).await, "amount_mismatch");
+    assert_eq!(app.order_status(&order_id).await, "paid");
+    assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+}

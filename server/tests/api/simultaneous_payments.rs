@@ -104,7 +104,7 @@ async fn tabs_that_arrive_while_a_success_commits_are_told_the_order_is_paid() {
                 app.count_where(
                     "pg_stat_activity",
                     "datname = current_database() AND wait_event_type = 'Lock'
-                 AND query LIKE 'INSERT INTO payments%'",
+                 AND query LIKE '%INSERT INTO payments%'",
                 )
                 .await
                     == (TABS - 1) as i64
