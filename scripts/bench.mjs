@@ -68,6 +68,8 @@ function post(path, key, body) {
       });
     });
     request.on('error', reject);
+    // A server that stops answering fails the payment (a socket error) instead of hanging.
+    request.setTimeout(30_000, () => request.destroy(new Error('no answer within 30 s')));
     request.end(data);
   });
 }

@@ -167,14 +167,9 @@ async fn charge_order(
         }
         found => found?,
     };
-    // Every call first stamps the attempt, on a pending one only (see `settle`); the insert
-    // that made the attempt (this try's, if `stamped`) stamped the first call already.
-    let (mut stamped, payment_id, db_ref) = (payment.stamped, payment.id, &db);
-    let stamp = || {
-        let first_stamped = std::mem::take(&mut stamped);
-        async move { Ok(first_stamped || store::stamp_charge_call(db_ref, payment_id).await?) }
-    };
+    let stamp = || async { Ok(store::stamp_charge_call(&db, payment.id).await?) };
     let charged = match payment.status.as_str() {
+        // Every call first stamps the attempt, on a pending one only (see `settle`).
         "pending" => {
             let order = ChargeOrder {
                 payment_id: payment.id,

@@ -11,8 +11,7 @@
 //!
 //! The close is one conditional UPDATE that re-checks "pending and quiet" on the row's
 //! latest version, and every charge call first stamps `charge_requested_at` on a pending
-//! attempt (`store::stamp_charge_call`; the first call's stamp is written by the insert that
-//! makes the attempt, `store::begin_attempt`): whichever comes second sees the first, so an
+//! attempt (`store::stamp_charge_call`): whichever comes second sees the first, so an
 //! attempt is never both closed and charged. A success the provider reports is applied
 //! like a callback (the order is paid, or the money is `refund_due`); "processing" keeps
 //! the attempt pending. No lock is held while the provider is asked.

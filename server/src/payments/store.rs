@@ -24,9 +24,6 @@ pub struct Attempt {
     /// provider when another intent found it blocking the order).
     pub status: String,
     pub failure_code: Option<String>,
-    /// Inserted by this call, already stamped with the charge call that follows it
-    /// (`charge_requested_at`): that first call needs no stamp of its own.
-    pub stamped: bool,
 }
 
 /// What the API shows of a payment.
@@ -79,9 +76,8 @@ pub enum AttemptRefused {
 /// The partial unique index that keeps one attempt per order pending.
 const ONE_PENDING_PER_ORDER: &str = "payments_one_pending_per_order";
 
-/// Recovery point 1: records the attempt (amount from the order, never from the client),
-/// stamped with the charge call that follows, or finds the one an earlier try of the same
-/// request recorded. Commits on its own. Another
+/// Recovery point 1: records the attempt (amount from the order, never from the client), or
+/// finds the one an earlier try of the same request recorded. Commits on its own. Another
 /// attempt of the order still pending (another key) → [`AttemptRefused::InProgress`].
 ///
 /// The order's row is locked (`FOR NO KEY UPDATE`) while the attempt is inserted, so the
@@ -102,18 +98,17 @@ pub async fn begin_attempt(
     let begun = sqlx::query_as!(
         Attempt,
         r#"WITH new AS (
-            INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents,
-                                  currency, charge_requested_at)
-            SELECT $1, o.id, $3, $4, o.total_cents, o.currency, now() FROM orders o
+            INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
+            SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
              WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
                FOR NO KEY UPDATE OF o
             ON CONFLICT ON CONSTRAINT payments_attempt_key DO NOTHING
             RETURNING id, order_id, amount_cents, currency, status, failure_code)
          SELECT id AS "id!", order_id AS "order_id!", amount_cents AS "amount_cents!",
-                currency AS "currency!", status AS "status!", failure_code, true AS "stamped!"
+                currency AS "currency!", status AS "status!", failure_code
            FROM new
          UNION ALL
-         SELECT id, order_id, amount_cents, currency, status, failure_code, false FROM payments
+         SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
           WHERE idempotency_scope = $3 AND idempotency_key = $4 AND order_id = $2"#,
         Uuid::new_v4(),
         order_id,
@@ -129,9 +124,8 @@ pub async fn begin_attempt(
     }
     let found = sqlx::query_as!(
         Attempt,
-        r#"SELECT id, order_id, amount_cents, currency, status, failure_code, false AS "stamped!"
-             FROM payments
-            WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3"#,
+        "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
+          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",
         attempt.scope,
         attempt.key,
         order_id,
