@@ -51,3 +51,22 @@ postgres_stop() {
     ONCE_PG_STOP=
   fi
 }
+
+# The names the project's tests, harnesses and benchmarks give the databases they make on
+# ONCE_PG_URL, each dropped by the code that made it when it ends (passed, failed or
+# interrupted). scripts/test sweeps what a killed run left before it starts, and fails when
+# one remains after it.
+ONCE_SCRATCH_DATABASES='^once_(test|provider_test|e2e|provider_e2e|fuzz|bench|sqlx)_'
+
+# Prints the names of those databases, one per line.
+scratch_databases() {
+  psql -X -qAt "$ONCE_PG_URL/postgres" -c \
+    "SELECT datname FROM pg_database WHERE datname ~ '$ONCE_SCRATCH_DATABASES' ORDER BY 1"
+}
+
+# Drops every one of them.
+drop_scratch_databases() {
+  scratch_databases | while read -r db; do
+    psql -X -q "$ONCE_PG_URL/postgres" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)"
+  done
+}

@@ -1,9 +1,12 @@
 // One shared server and the sandbox provider for the tests that do not need their own:
-// each on a fresh database, stopped when the run ends.
+// each on a fresh database, stopped when the run ends, when every database of the run is
+// dropped.
 import {
+  dropRunDatabases,
   fingerprintSecret,
   freshDatabaseName,
   startProvider,
+  runTag,
   startServer,
   stopServer,
   webhookSecret,
@@ -13,6 +16,7 @@ export default async function globalSetup() {
   // Generated here, before any worker starts, so that the workers inherit it.
   webhookSecret();
   fingerprintSecret();
+  runTag();
   const port = 3901;
   const provider = await startProvider(
     freshDatabaseName('once_provider_e2e'),
@@ -24,5 +28,6 @@ export default async function globalSetup() {
   return async () => {
     await stopServer(server);
     await stopServer(provider);
+    dropRunDatabases();
   };
 }

@@ -1,6 +1,6 @@
 // Starts and stops real server processes (the release build) for the browser tests, each
 // on its own fresh database.
-import { spawn, ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -63,8 +63,29 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** This run's tag, made and shared like the secrets: every database of the run carries it,
+ * so the run's teardown drops exactly its own (`dropRunDatabases`). */
+export function runTag(): string {
+  const tag = process.env.ONCE_E2E_RUN || randomBytes(6).toString('hex');
+  process.env.ONCE_E2E_RUN = tag;
+  return tag;
+}
+
 export function freshDatabaseName(prefix = 'once_e2e'): string {
-  return `${prefix}_${randomUUID().replace(/-/g, '')}`;
+  return `${prefix}_${runTag()}_${randomUUID().replace(/-/g, '')}`;
+}
+
+/** Drops every database of this run (the shared server's, the provider's, and those of
+ * servers tests started): what a run makes, it leaves nowhere. */
+export function dropRunDatabases(): void {
+  const psql = (sql: string) =>
+    execFileSync('psql', ['-X', '-qAt', `${PG_URL}/postgres`, '-c', sql], { encoding: 'utf8' });
+  const names = psql(
+    `SELECT datname FROM pg_database WHERE datname ~ '^once_(provider_)?e2e_${runTag()}_'`,
+  );
+  for (const name of names.split('\n').filter(Boolean)) {
+    psql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  }
 }
 
 /** The sandbox payment provider every browser-test server charges. */

@@ -15,16 +15,16 @@ struct Sandbox {
     url: String,
     db: PgPool,
     http: reqwest::Client,
+    /// Its database, dropped with it.
+    database: (String, String),
 }
 
 async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
     let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
+    let name = format!("once_provider_test_{}", uuid::Uuid::new_v4().simple());
     let config = Config {
-        database_url: format!(
-            "{admin}/once_provider_test_{}",
-            uuid::Uuid::new_v4().simple()
-        ),
+        database_url: format!("{admin}/{name}"),
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         webhook_url,
         webhook_secret: SECRET.into(),
@@ -35,9 +35,35 @@ async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
         url: format!("http://127.0.0.1:{}", app.port()),
         db: app.db().clone(),
         http: reqwest::Client::new(),
+        database: (admin, name),
     };
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     sandbox
+}
+
+impl Drop for Sandbox {
+    /// Drops the database at the end of its test, passed or failed. `drop` cannot await and
+    /// runs on the test's runtime: the DROP runs on a thread and a runtime of its own.
+    fn drop(&mut self) {
+        let (admin, name) = self.database.clone();
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                use sqlx::Connection;
+                let mut conn = sqlx::PgConnection::connect(&format!("{admin}/postgres")).await?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}", self.database.1);
+        }
+    }
 }
 
 impl Sandbox {

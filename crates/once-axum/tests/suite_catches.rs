@@ -186,7 +186,7 @@ const SCHEMA: &str = "
 struct Notes {
     base: String,
     db: PgPool,
-    test_db: TestDb,
+    _test_db: TestDb,
     gates: Gates,
     waits: Waits,
     http: reqwest::Client,
@@ -218,17 +218,11 @@ async fn start(broken: Break) -> Arc<Notes> {
     Arc::new(Notes {
         base,
         db,
-        test_db,
+        _test_db: test_db,
         gates,
         waits,
         http: reqwest::Client::new(),
     })
-}
-
-impl Notes {
-    async fn drop_database(&self) {
-        self.test_db.drop_database().await;
-    }
 }
 
 impl Subject for Notes {
@@ -347,7 +341,6 @@ impl Subject for Notes {
 async fn a_correct_app_passes_every_check_for_both_operations() {
     let notes = start(Break::Nothing).await;
     conformance::run_all(&*notes).await;
-    notes.drop_database().await;
 }
 
 /// Whether `check` fails (panics) on operation `op` of an app broken as `broken`.
@@ -358,7 +351,6 @@ where
 {
     let notes = start(broken).await;
     let failed = tokio::spawn(check(notes.clone(), op)).await.is_err();
-    notes.drop_database().await;
     failed
 }
 

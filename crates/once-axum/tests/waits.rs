@@ -269,7 +269,6 @@ async fn repeats_on_both_instances_get_the_replay_when_the_original_commits() {
     assert_eq!(pair.notes_of("ann").await, 1);
     assert_eq!(pair.gates.claims("k-1"), 1);
     assert_eq!((pair.a.waits.waiting(), pair.b.waits.waiting()), (0, 0));
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -287,7 +286,6 @@ async fn a_waiter_whose_original_fails_runs_the_request_itself() {
     assert_eq!(repeat.header("idempotent-replayed"), None);
     assert_eq!(pair.gates.claims("k-1"), 2);
     assert_eq!(pair.notes_of("ann").await, 1);
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -309,7 +307,6 @@ async fn at_the_deadline_a_waiter_is_told_409_and_the_wait_is_capped() {
 
     pair.gates.open("commit");
     assert_eq!(original.await.unwrap().status, StatusCode::CREATED);
-    pair.test_db.drop_database().await;
 }
 
 /// RFC 7240's `wait` is in whole seconds: a grant under a second is waited out, but not
@@ -332,7 +329,6 @@ async fn a_grant_under_a_second_is_waited_out_and_not_said() {
 
     pair.gates.open("commit");
     assert_eq!(original.await.unwrap().status, StatusCode::CREATED);
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -347,7 +343,6 @@ async fn without_the_preference_a_repeat_is_told_409_at_once() {
     }
     pair.gates.open("commit");
     assert_eq!(original.await.unwrap().status, StatusCode::CREATED);
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -375,7 +370,6 @@ async fn past_the_bound_of_its_scope_a_repeat_is_told_409_at_once() {
     pair.gates.open("other");
     assert_replay_of(&first.await.unwrap(), &original.await.unwrap());
     assert_replay_of(&bob_repeat.await.unwrap(), &bob.await.unwrap());
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -411,7 +405,6 @@ async fn a_graceful_stop_answers_waiters_503_and_takes_no_more() {
     assert_eq!(pair.b.waits.waiting(), 0);
     pair.gates.open("commit");
     assert_eq!(original.await.unwrap().status, StatusCode::CREATED);
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -433,7 +426,6 @@ async fn a_lost_notification_costs_one_fallback_read() {
     pair.gates.open("commit");
     let original = original.await.unwrap();
     assert_replay_of(&within(repeat, Duration::from_secs(10)).await, &original);
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -460,7 +452,6 @@ async fn a_listener_that_lost_its_connection_reads_again_when_back() {
     pair.test_db.allow_connections(true).await;
 
     assert_replay_of(&within(repeat, Duration::from_secs(10)).await, &original);
-    pair.test_db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -477,5 +468,4 @@ async fn the_key_status_route_is_a_long_poll() {
     let state: Value = serde_json::from_slice(&status.body).unwrap();
     assert_eq!(state["state"], "completed");
     assert_eq!(status.header("preference-applied"), Some("wait=20"));
-    pair.test_db.drop_database().await;
 }

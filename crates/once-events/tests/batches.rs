@@ -60,7 +60,7 @@ const WINDOW: Duration = Duration::from_secs(120);
 /// Three good events, one whose handler refuses it and one message that is no event, fetched
 /// as one batch: the three are applied, the two bad ones dead-lettered, and nothing else.
 async fn a_bad_event_in_a_batch_dead_letters_only_itself(on: On) {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let test_bus = TestBus::new(on, &db, WINDOW);
     let bus = test_bus.connect().await;
     let counted = Arc::new(Counted::default());
@@ -149,7 +149,7 @@ const BACKLOG: usize = 50;
 /// Within the bus's dedup window the repeat is dropped by the bus; after it (JetStream's
 /// window is short here) the repeat reaches the consumer, which skips every one of them.
 async fn a_relay_killed_between_publishing_and_marking(on: On, window: Duration) {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let test_bus = TestBus::new(on, &db, window);
     let bus = test_bus.connect().await;
     let counted = Arc::new(Counted::default());
@@ -247,7 +247,7 @@ async fn a_relay_killed_after_the_dedup_window_leaves_the_repeats_to_the_consume
 /// none twice (the bus would count a repeat as republished).
 async fn two_relays_on_one_backlog_publish_each_event_once(on: On) {
     const EVENTS: usize = 3000;
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let counted = Arc::new(Counted::default());
     record_events(&db, EVENTS).await;
     let start = Arc::new(Barrier::new(2));

@@ -21,7 +21,7 @@ use common::{consumer, fresh_db, relay, scalar, Counted, Recorder, SUBJECT};
 
 #[tokio::test]
 async fn an_event_is_consumed_once_per_consumer_and_only_by_a_committed_transaction() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let event = Uuid::new_v4();
 
     let mut rolled_back = db.begin().await.unwrap();
@@ -68,7 +68,7 @@ fn spec(name: &'static str, subject: &'static str) -> ConsumerSpec {
 
 #[tokio::test]
 async fn the_postgres_bus_registers_a_consumer_on_subscribe_and_stores_a_message_once() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let bus = PgBus::new(db.clone(), Duration::from_millis(100));
     let mut subscription = bus.subscribe(&spec("audit", "order.paid")).await.unwrap();
     // A second subscribe (another process) finds it registered.
@@ -107,7 +107,7 @@ async fn the_postgres_bus_registers_a_consumer_on_subscribe_and_stores_a_message
 
 #[tokio::test]
 async fn an_event_republished_and_handled_again_takes_effect_once() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let counted = Arc::new(Counted::default());
     let bus: Arc<dyn Bus> = Arc::new(PgBus::new(db.clone(), Duration::from_millis(100)));
     let mut consumer = consumer(&db, bus.as_ref(), &counted).await;
@@ -190,7 +190,7 @@ impl Handler for Swallower {
 
 #[tokio::test]
 async fn a_handler_that_swallows_a_failed_statement_gets_no_ack_for_a_batch_never_committed() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     // The last event of a batch (here the only one): no statement of the runtime's follows
     // the handler's to fail in the aborted transaction, but the commit.
     let event = Event::from_message(&common::message(serde_json::json!({}))).unwrap();
@@ -201,7 +201,7 @@ async fn a_handler_that_swallows_a_failed_statement_gets_no_ack_for_a_batch_neve
 
 #[tokio::test]
 async fn consume_all_says_first_once_per_id_in_the_order_given() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let (a, b, earlier) = (Uuid::new_v4(), Uuid::new_v4(), Uuid::new_v4());
     let mut tx = db.begin().await.unwrap();
     assert!(consume_once(&mut tx, "mailer", earlier).await.unwrap());

@@ -21,7 +21,7 @@ use common::{fresh_db, message, record_events, scalar, Counted, Recorder, SUBJEC
 
 #[tokio::test]
 async fn record_all_writes_each_event_in_order_and_the_backlog_counts_them() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let empty = outbox::backlog(&db).await.unwrap();
     assert_eq!((empty.unpublished, empty.oldest_secs), (0, 0.0));
 
@@ -89,7 +89,7 @@ async fn subscribe(db: &PgPool) -> (Arc<dyn Bus>, Box<dyn Subscription>) {
 
 #[tokio::test]
 async fn pruning_deletes_only_events_published_and_messages_settled_before_the_retention() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let (bus, mut subscription) = subscribe(&db).await;
     let counted = Arc::new(Counted::default());
     let relay = common::relay(&db, bus, &counted);
@@ -133,7 +133,7 @@ async fn pruning_deletes_only_events_published_and_messages_settled_before_the_r
 
 #[tokio::test]
 async fn a_nak_hides_a_delivery_for_its_delay() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let (bus, mut subscription) = subscribe(&db).await;
     bus.publish(&message(serde_json::json!({}))).await.unwrap();
     let deliveries = subscription
@@ -195,7 +195,7 @@ async fn letter(db: &PgPool, message_id: &str) -> (Uuid, String, String, i32) {
 
 #[tokio::test]
 async fn a_dead_letter_is_recorded_once_listed_retried_once_and_discarded() {
-    let db = fresh_db().await;
+    let (db, _database) = fresh_db().await;
     let (bus, mut subscription) = subscribe(&db).await;
     let handler: Arc<dyn Handler> = Arc::new(Recorder);
 

@@ -18,7 +18,7 @@ fn replayed(response: &Response) -> bool {
 
 #[tokio::test]
 async fn a_room_taken_and_a_second_cancel_are_answers_stored_and_replayed() {
-    let (test_db, base) = start(|executor| executor).await;
+    let (_test_db, base) = start(|executor| executor).await;
     let http = Client::new();
     let night = json!({ "room": 7, "night": "2027-03-01", "guest": "Ada" });
     let booked = post(&http, format!("{base}/bookings"), "first", night.clone()).await;
@@ -57,7 +57,6 @@ async fn a_room_taken_and_a_second_cancel_are_answers_stored_and_replayed() {
     let status = http.get(format!("{base}/idempotency-keys/second")).header("x-api-key", "hotel-1");
     let status: Value = status.send().await.unwrap().json().await.unwrap();
     assert_eq!((status["state"].as_str(), status["response_status"].as_u64()), (Some("completed"), Some(409)));
-    test_db.drop_it().await;
 }
 
 #[tokio::test]
@@ -79,5 +78,4 @@ async fn bad_input_books_nothing_and_shows_no_database_text() {
     assert_eq!(no_scope.status(), StatusCode::BAD_REQUEST);
     let count: i64 = sqlx::query_scalar("SELECT count(*) FROM bookings").fetch_one(&test_db.pool).await.unwrap();
     assert_eq!(count, 0);
-    test_db.drop_it().await;
 }

@@ -144,5 +144,4 @@ async fn bookings_pass_the_conformance_suite_for_both_operations() {
     let (test_db, base) = start(|executor| executor.with_faults(gates.clone())).await;
     let db = test_db.pool.clone();
     run_all(&Bookings { base, db, gates, http: reqwest::Client::new() }).await;
-    test_db.drop_it().await;
 }

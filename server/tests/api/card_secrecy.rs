@@ -63,6 +63,7 @@ fn free_port() -> u16 {
 async fn no_table_and_no_info_log_holds_the_card_or_a_plain_hash_of_it() {
     let provider = spawn_provider().await;
     let db_name = format!("once_test_{}", Uuid::new_v4().simple());
+    let _dropped_at_the_end = TestDatabase::named(&db_name);
     let database_url = format!("{}/{db_name}", admin_url());
     let base = format!("http://127.0.0.1:{}", free_port());
     provider

@@ -11,7 +11,7 @@ use once_axum::conformance::{
 use reqwest::Client;
 use serde_json::{json, Value};
 
-use crate::helpers::{admin_url, shopper, spawn_app_with_faults, TestApp};
+use crate::helpers::{admin_url, shopper, spawn_app_with_faults, TestApp, TestDatabase};
 
 const LEASE: Duration = Duration::from_secs(2);
 /// The retention of the app whose keys the suite waits out (longer than the lease).
@@ -151,6 +151,7 @@ async fn key_table_shape(name: &str) -> Vec<String> {
 async fn the_shop_s_key_table_is_the_one_once_pg_creates() {
     let app = spawn_app_with_faults(|_| {}).await;
     let crate_db = format!("{}_once_pg", app.db_name);
+    let _dropped_at_the_end = TestDatabase::named(&crate_db);
     app.admin(&format!("CREATE DATABASE \"{crate_db}\"")).await;
     let db = sqlx::PgPool::connect(&format!("{}/{}", admin_url(), crate_db))
         .await

@@ -5,10 +5,12 @@
 use sqlx::{Connection, PgConnection, PgPool};
 use uuid::Uuid;
 
-use crate::helpers::admin_url;
+use crate::helpers::{admin_url, TestDatabase};
 
-async fn empty_db() -> PgPool {
+/// A database with nothing in it, and the handle that drops it.
+async fn empty_db() -> (PgPool, std::sync::Arc<TestDatabase>) {
     let name = format!("once_test_{}", Uuid::new_v4().simple());
+    let database = TestDatabase::named(&name);
     let mut admin = PgConnection::connect(&format!("{}/postgres", admin_url()))
         .await
         .expect("admin connection");
@@ -16,9 +18,10 @@ async fn empty_db() -> PgPool {
         .execute(&mut admin)
         .await
         .expect("database created");
-    PgPool::connect(&format!("{}/{name}", admin_url()))
+    let pool = PgPool::connect(&format!("{}/{name}", admin_url()))
         .await
-        .expect("connection")
+        .expect("connection");
+    (pool, database)
 }
 
 /// The schema of `tables` as lines of text, one list per kind of object, sorted.
@@ -60,9 +63,9 @@ async fn schema(db: &PgPool, tables: &[String]) -> [Vec<String>; 4] {
 
 #[tokio::test]
 async fn the_crates_migration_and_the_shops_leave_the_event_chain_tables_identical() {
-    let by_crate = empty_db().await;
+    let (by_crate, _crate_db) = empty_db().await;
     once_events::MIGRATOR.run(&by_crate).await.unwrap();
-    let by_shop = empty_db().await;
+    let (by_shop, _shop_db) = empty_db().await;
     server::db::migrate(&by_shop).await.unwrap();
 
     let tables: Vec<String> = sqlx::query_scalar(

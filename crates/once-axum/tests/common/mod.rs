@@ -2,7 +2,7 @@
 
 use sqlx::{Connection, PgPool};
 
-/// A database of the test's own, dropped by [`TestDb::drop_database`].
+/// A database of the test's own, dropped with it: at the end of its test, passed or failed.
 pub struct TestDb {
     pub db: PgPool,
     name: String,
@@ -56,14 +56,22 @@ impl TestDb {
         );
         on_postgres(&alter).await;
     }
+}
 
-    /// Drops the database, whoever is still connected.
-    pub async fn drop_database(&self) {
-        self.db.close().await;
-        on_postgres(&format!(
-            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
-            self.name
-        ))
-        .await;
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        // `drop` cannot await and may run on the test's runtime: the DROP runs on a thread
+        // and a runtime of its own. FORCE ends the connections the test's pools still hold.
+        let statement = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
+        let dropped = std::thread::spawn(move || {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map(|runtime| runtime.block_on(on_postgres(&statement)))
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}", self.name);
+        }
     }
 }

@@ -21,9 +21,10 @@ use uuid::Uuid;
 
 pub const SUBJECT: &str = "thing.happened";
 
-/// A fresh database with the crate's migration and an `effects` table for [`Recorder`].
-/// Named like the shop's test databases, so that scripts/test clears any a killed run left.
-pub async fn fresh_db() -> PgPool {
+/// A fresh database with the crate's migration and an `effects` table for [`Recorder`], and
+/// the handle that drops it at the end of its test, passed or failed. Named like the shop's
+/// test databases, so that scripts/test clears any a killed run left.
+pub async fn fresh_db() -> (PgPool, DropsDatabase) {
     let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
     let name = format!("once_test_events_{}", Uuid::new_v4().simple());
@@ -42,7 +43,36 @@ pub async fn fresh_db() -> PgPool {
         .execute(&db)
         .await
         .expect("effects table");
-    db
+    (db, DropsDatabase { admin, name })
+}
+
+/// Drops its database when it goes. `drop` cannot await and may run on the test's runtime:
+/// the DROP runs on a thread and a runtime of its own; FORCE ends the pools' connections.
+pub struct DropsDatabase {
+    admin: String,
+    name: String,
+}
+
+impl Drop for DropsDatabase {
+    fn drop(&mut self) {
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(async {
+                let mut conn = PgConnection::connect(&format!("{admin}/postgres")).await?;
+                sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                    .execute(&mut conn)
+                    .await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}", self.name);
+        }
+    }
 }
 
 pub async fn scalar(db: &PgPool, sql: &str) -> i64 {

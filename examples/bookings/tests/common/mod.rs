@@ -30,13 +30,26 @@ impl TestDb {
         sqlx::raw_sql(include_str!("../../schema.sql")).execute(&db).await.expect("the bookings table");
         Self { admin, name, pool: db }
     }
+}
 
-    /// Drops the database (at the end of a test that passed).
-    pub async fn drop_it(self) {
-        self.pool.close().await;
-        let mut conn = sqlx::PgConnection::connect(&format!("{}/postgres", self.admin)).await.expect("admin");
-        let drop = format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name);
-        sqlx::query(&drop).execute(&mut conn).await.expect("drop the test database");
+impl Drop for TestDb {
+    /// Drops the database at the end of its test, passed or failed. `drop` cannot await and
+    /// may run on the test's runtime: the DROP runs on a thread and a runtime of its own.
+    fn drop(&mut self) {
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+            runtime.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&format!("{admin}/postgres")).await?;
+                let drop = format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)");
+                sqlx::query(&drop).execute(&mut conn).await?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(())
+            })
+        })
+        .join();
+        if !matches!(dropped, Ok(Ok(()))) {
+            eprintln!("could not drop test database {}", self.name);
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! `spawn_app()`: a fresh database and a running server per test, plus a client with a
 //! cookie jar (one shopper session) and helpers to read the database directly.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, sync::Arc};
 
 use reqwest::{redirect::Policy, Client};
 use server::{config::Config, startup::Application, telemetry};
@@ -30,6 +30,8 @@ pub struct TestApp {
     pub config: Config,
     /// A shopper: one cookie jar, so one session.
     pub client: Client,
+    /// Keeps the database until the last instance on it is dropped.
+    pub _database: Arc<TestDatabase>,
 }
 
 pub async fn spawn_app() -> TestApp {
@@ -82,6 +84,7 @@ pub async fn start(config: Config, db_name: String) -> TestApp {
     let app = TestApp {
         address,
         db,
+        _database: TestDatabase::named(&db_name),
         db_name,
         config,
         client: shopper(),
@@ -416,6 +419,7 @@ impl TestApp {
 }
 
 mod checkout;
+mod databases;
 mod events;
 mod journal;
 mod logs;
@@ -423,6 +427,7 @@ mod payments;
 pub mod proxy;
 pub mod smtp;
 pub use checkout::*;
+pub use databases::*;
 pub use events::*;
 pub use journal::*;
 pub use logs::Logs;

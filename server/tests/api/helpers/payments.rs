@@ -14,6 +14,8 @@ pub struct TestProvider {
     pub address: String,
     pub db: PgPool,
     pub settings: provider::settings::SharedSettings,
+    /// Keeps the provider's database while the provider lives.
+    pub _database: std::sync::Arc<super::TestDatabase>,
 }
 
 /// A shop (with fault injection) and a provider wired to each other.
@@ -40,12 +42,9 @@ pub async fn spawn_shop_and_provider_with(
 
 /// The sandbox provider alone; its webhooks go nowhere until a shop is named.
 pub async fn spawn_provider() -> TestProvider {
+    let name = format!("once_provider_test_{}", Uuid::new_v4().simple());
     let config = provider::config::Config {
-        database_url: format!(
-            "{}/once_provider_test_{}",
-            admin_url(),
-            Uuid::new_v4().simple()
-        ),
+        database_url: format!("{}/{name}", admin_url()),
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         webhook_url: "http://127.0.0.1:9/not-yet".into(),
         webhook_secret: super::TEST_WEBHOOK_SECRET.into(),
@@ -58,6 +57,7 @@ pub async fn spawn_provider() -> TestProvider {
         address: format!("http://127.0.0.1:{}", provider_app.port()),
         db: provider_app.db().clone(),
         settings: provider_app.settings(),
+        _database: super::TestDatabase::named(&name),
     };
     tokio::spawn(provider_app.run_until_stopped(std::future::pending()));
     provider
