@@ -52,11 +52,13 @@ postgres_stop() {
   fi
 }
 
-# The names the project's tests, harnesses and benchmarks give the databases they make on
-# ONCE_PG_URL, each dropped by the code that made it when it ends (passed, failed or
-# interrupted). scripts/test sweeps what a killed run left before it starts, and fails when
-# one remains after it.
-ONCE_SCRATCH_DATABASES='^once_(test|provider_test|e2e|provider_e2e|fuzz|bench|sqlx)_'
+# The names scripts/test's steps give the databases they make on ONCE_PG_URL (the tests of
+# every crate, the browser tests, scripts/api-fuzz and scripts/sqlx-data), each dropped by the
+# code that made it when it ends (passed, failed or interrupted). scripts/test sweeps what a
+# killed run left before it starts, and fails when one remains after it. Whole names, random
+# parts included, so that no database of the user's (once_test_fixtures, once_e2e_data) is
+# ever taken for one; the benchmarks' own (once_bench_*) are not scripts/test's to sweep.
+ONCE_SCRATCH_DATABASES='^once_((provider_)?test(_(pg|axum|events|bookings))?_[0-9a-f]{32}(_once_pg)?|(provider_)?e2e(_[0-9a-f]{12})?_[0-9a-f]{32}|fuzz(_provider)?_[0-9]+_[0-9]+|sqlx(_provider)?_[0-9]+)$'
 
 # Prints the names of those databases, one per line.
 scratch_databases() {

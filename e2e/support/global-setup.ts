@@ -22,7 +22,12 @@ export default async function globalSetup() {
     freshDatabaseName('once_provider_e2e'),
     `http://127.0.0.1:${port}/webhooks/provider`,
   );
-  const server = await startServer({ port, database: freshDatabaseName() });
+  const server = await startServer({ port, database: freshDatabaseName() }).catch(async (e) => {
+    // No teardown runs when the setup fails: the run's databases are dropped here.
+    await stopServer(provider);
+    dropRunDatabases();
+    throw e;
+  });
   process.env.ONCE_E2E_BASE_URL = server.baseURL;
   process.env.ONCE_E2E_PROVIDER_URL = provider.baseURL;
   return async () => {

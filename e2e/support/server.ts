@@ -161,7 +161,8 @@ async function waitForHealth(baseURL: string, child: ChildProcess): Promise<void
 }
 
 export async function stopServer(server: RunningServer, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  if (server.process.exitCode !== null) return;
+  // Already gone: ended by itself, or by a signal (then only signalCode is set).
+  if (server.process.exitCode !== null || server.process.signalCode !== null) return;
   const exited = new Promise((r) => server.process.once('exit', r));
   server.process.kill(signal);
   await exited;

@@ -16,13 +16,24 @@ struct Sandbox {
     db: PgPool,
     http: reqwest::Client,
     /// Its database, dropped with it.
-    database: (String, String),
+    _database: DropsDatabase,
+}
+
+/// Drops its database when it goes: at the end of the test, passed or failed.
+struct DropsDatabase {
+    admin: String,
+    name: String,
 }
 
 async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
     let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
     let name = format!("once_provider_test_{}", uuid::Uuid::new_v4().simple());
+    // Before the provider creates the database, so a start that fails drops it too.
+    let database = DropsDatabase {
+        admin: admin.clone(),
+        name: name.clone(),
+    };
     let config = Config {
         database_url: format!("{admin}/{name}"),
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -35,17 +46,17 @@ async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
         url: format!("http://127.0.0.1:{}", app.port()),
         db: app.db().clone(),
         http: reqwest::Client::new(),
-        database: (admin, name),
+        _database: database,
     };
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     sandbox
 }
 
-impl Drop for Sandbox {
-    /// Drops the database at the end of its test, passed or failed. `drop` cannot await and
-    /// runs on the test's runtime: the DROP runs on a thread and a runtime of its own.
+impl Drop for DropsDatabase {
+    /// `drop` cannot await and runs on the test's runtime: the DROP runs on a thread and a
+    /// runtime of its own.
     fn drop(&mut self) {
-        let (admin, name) = self.database.clone();
+        let (admin, name) = (self.admin.clone(), self.name.clone());
         let dropped = std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -61,7 +72,7 @@ impl Drop for Sandbox {
         })
         .join();
         if !matches!(dropped, Ok(Ok(()))) {
-            eprintln!("could not drop test database {}", self.database.1);
+            eprintln!("could not drop test database {}", self.name);
         }
     }
 }

@@ -28,6 +28,11 @@ pub async fn fresh_db() -> (PgPool, DropsDatabase) {
     let admin = std::env::var("TEST_DATABASE_ADMIN_URL")
         .unwrap_or_else(|_| "postgres://postgres@localhost:5432".into());
     let name = format!("once_test_events_{}", Uuid::new_v4().simple());
+    // Before the database exists, so a migration that fails drops it too.
+    let guard = DropsDatabase {
+        admin: admin.clone(),
+        name: name.clone(),
+    };
     let mut conn = PgConnection::connect(&format!("{admin}/postgres"))
         .await
         .expect("admin connection");
@@ -43,7 +48,7 @@ pub async fn fresh_db() -> (PgPool, DropsDatabase) {
         .execute(&db)
         .await
         .expect("effects table");
-    (db, DropsDatabase { admin, name })
+    (db, guard)
 }
 
 /// Drops its database when it goes. `drop` cannot await and may run on the test's runtime:

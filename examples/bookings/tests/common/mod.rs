@@ -26,9 +26,11 @@ impl TestDb {
         let mut conn = sqlx::PgConnection::connect(&format!("{admin}/postgres")).await.expect("admin connection");
         sqlx::query(&format!("CREATE DATABASE \"{name}\"")).execute(&mut conn).await.expect("create database");
         let db = PgPool::connect(&format!("{admin}/{name}")).await.expect("test database");
-        sqlx::raw_sql(once_pg::MIGRATION).execute(&db).await.expect("the key table, without sqlx's migrator");
-        sqlx::raw_sql(include_str!("../../schema.sql")).execute(&db).await.expect("the bookings table");
-        Self { admin, name, pool: db }
+        // Made before the schema, so a schema that fails drops the database too.
+        let test_db = Self { admin, name, pool: db };
+        sqlx::raw_sql(once_pg::MIGRATION).execute(&test_db.pool).await.expect("the key table, without sqlx's migrator");
+        sqlx::raw_sql(include_str!("../../schema.sql")).execute(&test_db.pool).await.expect("the bookings table");
+        test_db
     }
 }
 

@@ -27,6 +27,9 @@ fn live() -> &'static Mutex<HashMap<String, Weak<TestDatabase>>> {
 
 impl TestDatabase {
     /// The handle on database `name` (which need not exist yet: a server creates its own).
+    /// Take it before anything can create the database. Once the last handle on a name has
+    /// gone, the database is dropped: a server started on that name later gets a new, empty
+    /// one (tests keep the first instance alive while they start another).
     pub fn named(name: &str) -> Arc<TestDatabase> {
         let mut live = live().lock().expect("the registry");
         if let Some(database) = live.get(name).and_then(Weak::upgrade) {

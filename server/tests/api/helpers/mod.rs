@@ -75,6 +75,8 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
 
 /// Starts another server instance on the same database (a restart, or a second instance).
 pub async fn start(config: Config, db_name: String) -> TestApp {
+    // Held before the server creates the database, so a start that fails drops it too.
+    let database = TestDatabase::named(&db_name);
     let app = Application::build(config.clone())
         .await
         .expect("application builds");
@@ -84,7 +86,7 @@ pub async fn start(config: Config, db_name: String) -> TestApp {
     let app = TestApp {
         address,
         db,
-        _database: TestDatabase::named(&db_name),
+        _database: database,
         db_name,
         config,
         client: shopper(),

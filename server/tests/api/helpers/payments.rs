@@ -43,6 +43,8 @@ pub async fn spawn_shop_and_provider_with(
 /// The sandbox provider alone; its webhooks go nowhere until a shop is named.
 pub async fn spawn_provider() -> TestProvider {
     let name = format!("once_provider_test_{}", Uuid::new_v4().simple());
+    // Held before the provider creates the database, so a start that fails drops it too.
+    let database = super::TestDatabase::named(&name);
     let config = provider::config::Config {
         database_url: format!("{}/{name}", admin_url()),
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
@@ -57,7 +59,7 @@ pub async fn spawn_provider() -> TestProvider {
         address: format!("http://127.0.0.1:{}", provider_app.port()),
         db: provider_app.db().clone(),
         settings: provider_app.settings(),
-        _database: super::TestDatabase::named(&name),
+        _database: database,
     };
     tokio::spawn(provider_app.run_until_stopped(std::future::pending()));
     provider
