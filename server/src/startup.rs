@@ -25,10 +25,15 @@ use once_events::bus;
 use tokio_util::sync::CancellationToken;
 
 use crate::{
-    api, assets, checkout, config::Config, connections, credentials, db, faults::Faults,
+    api, assets, checkout,
+    config::Config,
+    connections, credentials, db,
+    faults::Faults,
     fulfillment, headers, health, journal, openapi, operator, origin,
-    provider_client::ProviderClient, refusals, retention, session, ssr, state::AppState, telemetry,
-    throttle, unread_body, workers,
+    provider_client::ProviderClient,
+    refusals, retention, session, ssr,
+    state::{AppState, Shared},
+    telemetry, throttle, unread_body, workers,
 };
 
 /// How often the retention worker looks for expired idempotency keys.
@@ -66,7 +71,7 @@ impl Application {
         let listener = TcpListener::bind(config.listen_addr).await?;
         let bus = bus::connect(&config.events.bus(), &db).await?;
         let (repeats, repeat_writer) = journal::RepeatLog::start(db.clone());
-        let state = AppState {
+        let state = AppState::new(Shared {
             bus,
             readers: db::Readers::new(
                 (*db.connect_options()).clone(),
@@ -88,7 +93,7 @@ impl Application {
             answers,
             config: Arc::new(config),
             db,
-        };
+        });
         let throttle = throttle::Throttle::new(&state.config.limits);
         let router = router(state.clone(), throttle.clone()).await?;
         Ok(Self {

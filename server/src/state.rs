@@ -17,17 +17,60 @@ use crate::{
     metrics::Metrics, provider_client::ProviderClient,
 };
 
-/// Everything a handler may need. axum clones it for every request, so whatever is more
-/// than a handle sits behind an `Arc`.
-#[derive(Clone, FromRef)]
-pub struct AppState {
+/// Everything a handler may need, shared: axum clones the state for every request, and a
+/// profile of replays showed cloning and dropping these fields one by one among the busiest
+/// work. Its fields are read through `Deref` (`state.db`).
+#[derive(Clone)]
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        Self(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// `FromRef<AppState>` for each field a handler extracts on its own (`State<PgPool>`).
+macro_rules! from_state {
+    ($($field:ident: $ty:ty),* $(,)?) => {
+        $(impl FromRef<AppState> for $ty {
+            fn from_ref(state: &AppState) -> Self {
+                state.$field.clone()
+            }
+        })*
+    };
+}
+
+from_state!(
+    db: PgPool,
+    readers: Readers,
+    repeats: journal::RepeatLog,
+    config: Arc<Config>,
+    site: Arc<SiteFiles>,
+    metrics: Arc<Metrics>,
+    faults: Faults,
+    provider: ProviderClient,
+    bus: Arc<dyn Bus>,
+    waits: Waits,
+    answers: Option<AnswerCache>,
+    fingerprints: FingerprintKeys,
+);
+
+/// What [`AppState`] shares.
+pub struct Shared {
     pub db: PgPool,
     /// For the first read of each idempotent request (`db::Readers`).
     pub readers: Readers,
     /// Where repeats are noted for the order journal (`journal::RepeatLog`).
     pub repeats: journal::RepeatLog,
     pub config: Arc<Config>,
-    #[from_ref(skip)]
     pub leptos: Arc<LeptosOptions>,
     /// The names of the site's files that pages link, read once at start: the shop's pages
     /// and the console's link the same stylesheet (`app::site_files`).
