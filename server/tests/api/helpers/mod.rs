@@ -192,27 +192,27 @@ pub async fn assert_problem(
     status: u16,
     problem: &str,
 ) -> serde_json::Value {
-    assert_eq!(
-        response.status().as_u16(),
-        status,
-        "status of {}",
-        response.url()
-    );
+    let url = response.url().clone();
+    let got = response.status().as_u16();
     let content_type = response
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_owned();
-    assert_eq!(content_type, "application/problem+json");
-    let body: serde_json::Value = response.json().await.expect("problem body is JSON");
-    assert_eq!(body["status"], status);
+    // The whole answer goes into every failure: a CI log is all a failure leaves.
+    let text = response.text().await.unwrap_or_default();
+    let seen = format!("{url} answered {got} {content_type}: {text}");
+    assert_eq!(got, status, "{seen}");
+    assert_eq!(content_type, "application/problem+json", "{seen}");
+    let body: serde_json::Value = serde_json::from_str(&text).expect("problem body is JSON");
+    assert_eq!(body["status"], status, "{seen}");
     let kind = body["type"].as_str().expect("type");
+    assert!(kind.ends_with(&format!("/{problem}")), "{seen}");
     assert!(
-        kind.ends_with(&format!("/{problem}")),
-        "problem type {kind} should end in {problem}"
+        body["title"].is_string() && body["detail"].is_string(),
+        "{seen}"
     );
-    assert!(body["title"].is_string() && body["detail"].is_string());
     body
 }
 
