@@ -45,7 +45,7 @@ use crate::{
     idempotency::{RequestExecutor, RequestKey},
     openapi::IdempotencyKeyHeader,
     provider_client::{ChargeOrder, ProviderClient},
-    session::{ExistingShopper, Shopper},
+    session::{NamedShopper, Shopper},
     state::AppState,
 };
 use settle::SettleRules;
@@ -126,7 +126,10 @@ async fn pay(
     RequestExecutor(idem): RequestExecutor,
     State(provider): State<ProviderClient>,
     State(config): State<Arc<Config>>,
-    shopper: ExistingShopper,
+    // Named by the cookie, not loaded: the executor's first read asks whether the store knows
+    // the session in the statement that reads the key, so a payment and each of its repeats
+    // cost no read of the session of their own (docs/protocol.md, "Repeats from memory").
+    shopper: NamedShopper,
     Path(id): Path<String>,
     key: RequestKey,
     ApiJson(body): ApiJson<serde_json::Value>,

@@ -46,7 +46,7 @@ async fn a_cookie_the_store_does_not_know_is_no_session() {
     let sessions = stored_sessions(&app).await;
     let forged = reqwest::Client::new()
         .post(app.url("/api/orders"))
-        .header("cookie", "once_session=AAAAAAAAAAAAAAAAAAAAAA")
+        .header("cookie", FORGED_COOKIE)
         .header("content-type", "application/json")
         .header("idempotency-key", "forged-cookie")
         .body(MUG_ORDER)
@@ -55,6 +55,43 @@ async fn a_cookie_the_store_does_not_know_is_no_session() {
         .unwrap();
     assert_problem(forged, 400, "session-required").await;
     assert_nothing_stored(&app, sessions).await;
+}
+
+const FORGED_COOKIE: &str = "once_session=AAAAAAAAAAAAAAAAAAAAAA";
+
+#[tokio::test]
+async fn a_payment_under_a_cookie_the_store_does_not_know_or_no_longer_knows_is_refused() {
+    let app = spawn_app().await;
+    let order_id = place_order(&app).await;
+    let pay = |cookie: String, key: &'static str| {
+        reqwest::Client::new()
+            .post(app.url(&format!("/api/orders/{order_id}/payments")))
+            .header("cookie", cookie)
+            .header("idempotency-key", key)
+            .json(&serde_json::json!({ "card_number": "4242424242424242" }))
+            .send()
+    };
+    let forged = pay(FORGED_COOKIE.to_owned(), "forged-pay").await.unwrap();
+    assert_problem(forged, 400, "session-required").await;
+    // The order's own session, ended (as an idle one does after 30 days).
+    let (id,): (String,) = sqlx::query_as("SELECT id FROM tower_sessions.session")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    sqlx::query("UPDATE tower_sessions.session SET expiry_date = now() - interval '1 second'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let ended = pay(format!("once_session={id}"), "ended-pay")
+        .await
+        .unwrap();
+    assert_problem(ended, 400, "session-required").await;
+    assert_eq!(app.count("payments").await, 0);
+    assert_eq!(
+        app.count("idempotency_keys").await,
+        1,
+        "the order's own key"
+    );
 }
 
 #[tokio::test]
