@@ -248,7 +248,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ExistingShopper {
 
 /// The shopper of an idempotent write, as the cookie names it, without loading the session:
 /// the executor checks that the store knows it in the same statement that reads the key
-/// (`idempotency::store::read_first`), so a repeat costs one read. A request without a
+/// (`idempotency::first_read`), so a repeat costs one read. A request without a
 /// session cookie is refused here, and one whose session the store does not know is refused
 /// there, both with 400 `session-required` and nothing stored.
 pub struct NamedShopper {

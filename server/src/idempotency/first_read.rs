@@ -15,10 +15,11 @@ use crate::db::Readers;
 pub struct FirstRead {
     /// The session store knows the request's scope (the session its cookie names).
     pub session_known: bool,
-    /// The key's state, and how long the session lasts: a session is never deleted before
-    /// its expiry (the store's own cleanup deletes expired ones, and the shop none), and
-    /// its expiry only moves later, so an answer kept in memory until then is never given
-    /// to a session the store no longer knows (docs/protocol.md, "Repeats from memory").
+    /// The key's state, and how long the session lasts. Its expiry only moves later, and
+    /// the only deletion, `session::forget_unused`, spares a session that holds a key, as
+    /// one with a completed answer does; so an answer kept in memory until then is never
+    /// given to a session the store no longer knows (docs/protocol.md, "Repeats from
+    /// memory").
     pub key: KeyRead,
 }
 

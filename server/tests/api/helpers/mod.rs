@@ -201,13 +201,21 @@ pub async fn assert_problem(
         .unwrap_or("")
         .to_owned();
     // The whole answer goes into every failure: a CI log is all a failure leaves.
-    let text = response.text().await.unwrap_or_default();
+    let text = match response.text().await {
+        Ok(text) => text,
+        Err(e) => {
+            panic!("{url} answered {got} {content_type}, and its body could not be read: {e}")
+        }
+    };
     let seen = format!("{url} answered {got} {content_type}: {text}");
     assert_eq!(got, status, "{seen}");
     assert_eq!(content_type, "application/problem+json", "{seen}");
-    let body: serde_json::Value = serde_json::from_str(&text).expect("problem body is JSON");
+    let body: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{seen}: not JSON: {e}"));
     assert_eq!(body["status"], status, "{seen}");
-    let kind = body["type"].as_str().expect("type");
+    let kind = body["type"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{seen}: no type"));
     assert!(kind.ends_with(&format!("/{problem}")), "{seen}");
     assert!(
         body["title"].is_string() && body["detail"].is_string(),
