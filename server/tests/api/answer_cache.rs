@@ -265,13 +265,10 @@ async fn a_read_answer_is_kept_only_for_the_retention_left() {
     // purge has run: well within the hour an entry may otherwise live.
     let passed = "SELECT coalesce(bool_and(finished_at + interval '6 seconds' < now()), true)
                     FROM idempotency_keys";
-    while !sqlx::query_scalar::<_, bool>(passed)
-        .fetch_one(&app.db)
-        .await
-        .unwrap()
-    {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("the key's retention has passed", || async {
+        sqlx::query_scalar(passed).fetch_one(&app.db).await.unwrap()
+    })
+    .await;
     once_pg::purge(&app.db, app.config.idempotency_retention)
         .await
         .unwrap();
