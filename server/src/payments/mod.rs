@@ -1,8 +1,9 @@
 //! Payments: `POST /api/orders/{id}/payments` charges the sandbox provider through the
 //! idempotency executor, in recovery points ("atomic phases"):
 //!
-//! 1. the payment attempt row commits on its own ([`store::begin_attempt`]); a retry of
-//!    the same request finds the same attempt;
+//! 1. the payment attempt row commits on its own ([`store::begin_attempt`]), stamped with
+//!    the start of its first charge call; a retry of the same request finds the same
+//!    attempt, and stamps each call it makes;
 //! 2. the provider is charged with *its* Idempotency-Key derived from the attempt id
 //!    ([`provider`]), so a retry after a lost response is replayed by the provider, never
 //!    charged twice; transient provider errors are retried with backoff and full jitter;
@@ -170,9 +171,15 @@ async fn charge_order(
         }
         found => found?,
     };
-    let stamp = || async { Ok(store::stamp_charge_call(&db, payment.id).await?) };
+    // Every call first stamps the attempt, on a pending one only (see `settle`); a new
+    // attempt's first call was stamped when it was recorded.
+    let mut stamped = payment.stamped_now;
+    let stamp = || {
+        let first_stamped = std::mem::take(&mut stamped);
+        let db = &db;
+        async move { Ok(first_stamped || store::stamp_charge_call(db, payment.id).await?) }
+    };
     let charged = match payment.status.as_str() {
-        // Every call first stamps the attempt, on a pending one only (see `settle`).
         "pending" => {
             let order = ChargeOrder {
                 payment_id: payment.id,

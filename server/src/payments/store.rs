@@ -24,6 +24,9 @@ pub struct Attempt {
     /// provider when another intent found it blocking the order).
     pub status: String,
     pub failure_code: Option<String>,
+    /// Recorded by this call, with its first charge call stamped in the same commit: that
+    /// call needs no stamp of its own (see [`begin_attempt`]).
+    pub stamped_now: bool,
 }
 
 /// What the API shows of a payment.
@@ -86,6 +89,11 @@ const ONE_PENDING_PER_ORDER: &str = "payments_one_pending_per_order";
 /// inserts nothing. Without the lock, its snapshot would still show the order payable while
 /// the other attempt is no longer pending, and the provider would charge the order twice.
 /// Every path that pays an order locks the order before its payment (see `apply`).
+///
+/// A new attempt is recorded with `charge_requested_at` set: it is recorded only to be
+/// charged at once, so its first charge call is stamped in the same commit and costs no
+/// statement of its own (`Attempt::stamped_now`). Settling sees no difference: an attempt is
+/// quiet only once its stamp, or else its creation, is older than the grace.
 pub async fn begin_attempt(
     db: &PgPool,
     session_id: &str,
@@ -98,17 +106,19 @@ pub async fn begin_attempt(
     let begun = sqlx::query_as!(
         Attempt,
         r#"WITH new AS (
-            INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
-            SELECT $1, o.id, $3, $4, o.total_cents, o.currency FROM orders o
+            INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents,
+                                  currency, charge_requested_at)
+            SELECT $1, o.id, $3, $4, o.total_cents, o.currency, now() FROM orders o
              WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
                FOR NO KEY UPDATE OF o
             ON CONFLICT ON CONSTRAINT payments_attempt_key DO NOTHING
             RETURNING id, order_id, amount_cents, currency, status, failure_code)
          SELECT id AS "id!", order_id AS "order_id!", amount_cents AS "amount_cents!",
-                currency AS "currency!", status AS "status!", failure_code
+                currency AS "currency!", status AS "status!", failure_code,
+                true AS "stamped_now!"
            FROM new
          UNION ALL
-         SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
+         SELECT id, order_id, amount_cents, currency, status, failure_code, false FROM payments
           WHERE idempotency_scope = $3 AND idempotency_key = $4 AND order_id = $2"#,
         Uuid::new_v4(),
         order_id,
@@ -124,8 +134,9 @@ pub async fn begin_attempt(
     }
     let found = sqlx::query_as!(
         Attempt,
-        "SELECT id, order_id, amount_cents, currency, status, failure_code FROM payments
-          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3",
+        r#"SELECT id, order_id, amount_cents, currency, status, failure_code,
+                  false AS "stamped_now!" FROM payments
+          WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3"#,
         attempt.scope,
         attempt.key,
         order_id,

@@ -352,3 +352,55 @@ async fn a_slow_card_s_retry_with_its_webhook_lost_gets_the_charge_from_the_prov
     assert_eq!(app.order_status(&order_id).await, "paid");
     assert_eq!(provider.charges().await, 1);
 }
+
+#[tokio::test]
+async fn a_new_attempt_commits_with_its_first_call_stamped_and_each_later_call_stamps_its_own() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let stamps = |order_id: String| {
+        let app = &app;
+        async move { count(&story(app, &order_id).await, "provider_call") }
+    };
+    // Paid at the first call: that call's stamp is the attempt's own, in the commit that
+    // recorded it (no second statement), and the journal still tells the call.
+    let paid = place_order(&app).await;
+    assert_eq!(
+        pay(&app, &paid, "at-once", CARD_OK, &[]).await.status(),
+        201
+    );
+    assert_eq!(stamps(paid.clone()).await, 1);
+    assert_eq!(
+        app.count_where(
+            "payments",
+            "status = 'succeeded' AND charge_requested_at = created_at"
+        )
+        .await,
+        1
+    );
+
+    // The provider unreachable: every try after the first stamps its own call…
+    let retried = place_order(&app).await;
+    let cut_off = cut_off_from_the_provider(&app).await;
+    let first = app
+        .client
+        .post(cut_off.url(&format!("/api/orders/{retried}/payments")))
+        .header("idempotency-key", "retried")
+        .json(&serde_json::json!({ "card_number": CARD_OK }))
+        .send()
+        .await
+        .unwrap();
+    assert_problem(first, 503, "service-unavailable").await;
+    let tries = stamps(retried.clone()).await;
+    assert!(tries > 1, "one stamp per try, {tries} stamps");
+    // …and so does the same request retried later, where the provider answers.
+    assert_eq!(
+        pay(&app, &retried, "retried", CARD_OK, &[]).await.status(),
+        201
+    );
+    assert_eq!(stamps(retried.clone()).await, tries + 1);
+    assert_eq!(
+        app.count_where("payments", "charge_requested_at > created_at")
+            .await,
+        1
+    );
+    assert_eq!(provider.charges().await, 2);
+}
