@@ -179,8 +179,9 @@ impl ProviderClient {
     }
 
     /// Charges the attempt, retrying transient failures with exponential backoff and full
-    /// jitter. `may_call` runs before every call and may stop it: it stamps the attempt, so
-    /// that nobody closes it as never charged while a call is under way (see `settle`).
+    /// jitter. `may_call` runs before every call and may stop it: it stamps the attempt (the
+    /// first call of a new attempt was stamped when the attempt was recorded), so that
+    /// nobody closes it as never charged while a call is under way (see `settle`).
     /// `Ok(None)`: the attempt was closed meanwhile, and was not charged by us.
     pub async fn charge<F, Fut>(
         &self,

@@ -11,8 +11,10 @@
 //!
 //! The close is one conditional UPDATE that re-checks "pending and quiet" on the row's
 //! latest version, and every charge call first stamps `charge_requested_at` on a pending
-//! attempt (`store::stamp_charge_call`): whichever comes second sees the first, so an
-//! attempt is never both closed and charged. A success the provider reports is applied
+//! attempt: a new attempt's first call in the commit that records it (`store::begin_attempt`,
+//! stamped when the row is written), every later call with `store::stamp_charge_call`.
+//! Whichever comes second sees the first (a new attempt cannot be quiet before the grace
+//! has passed since it was written), so an attempt is never both closed and charged. A success the provider reports is applied
 //! like a callback (the order is paid, or the money is `refund_due`); "processing" keeps
 //! the attempt pending. No lock is held while the provider is asked.
 

@@ -92,8 +92,10 @@ const ONE_PENDING_PER_ORDER: &str = "payments_one_pending_per_order";
 ///
 /// A new attempt is recorded with `charge_requested_at` set: it is recorded only to be
 /// charged at once, so its first charge call is stamped in the same commit and costs no
-/// statement of its own (`Attempt::stamped_now`). Settling sees no difference: an attempt is
-/// quiet only once its stamp, or else its creation, is older than the grace.
+/// statement of its own (`Attempt::stamped_now`). The stamp is the time the row is written,
+/// after the wait for the order's lock (a trigger, migration 0021), as a stamp made just
+/// before the call was: a settle finds the attempt quiet only once the grace has passed
+/// since then.
 pub async fn begin_attempt(
     db: &PgPool,
     session_id: &str,

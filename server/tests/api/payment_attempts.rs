@@ -371,7 +371,7 @@ async fn a_new_attempt_commits_with_its_first_call_stamped_and_each_later_call_s
     assert_eq!(
         app.count_where(
             "payments",
-            "status = 'succeeded' AND charge_requested_at = created_at"
+            "status = 'succeeded' AND charge_requested_at >= created_at"
         )
         .await,
         1
@@ -397,10 +397,51 @@ async fn a_new_attempt_commits_with_its_first_call_stamped_and_each_later_call_s
         201
     );
     assert_eq!(stamps(retried.clone()).await, tries + 1);
-    assert_eq!(
-        app.count_where("payments", "charge_requested_at > created_at")
-            .await,
-        1
-    );
     assert_eq!(provider.charges().await, 2);
+}
+
+#[tokio::test]
+async fn a_new_attempt_that_waited_for_its_order_is_stamped_when_written_not_when_asked() {
+    let (app, _provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    // Another transaction holds the order's row, as a payment of another tab applying its
+    // success would: the attempt's INSERT waits for it.
+    let mut holder = app.db.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM orders WHERE id = $1::uuid FOR NO KEY UPDATE")
+        .bind(&order_id)
+        .execute(&mut *holder)
+        .await
+        .unwrap();
+    let paying = spawn_pay(&app, &order_id, "waited", CARD_OK, &[]);
+    eventually(
+        "the attempt's INSERT waits for the order's lock",
+        || async {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock'",
+            )
+            .fetch_one(&app.db)
+            .await
+            .unwrap()
+                == 1
+        },
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    holder.commit().await.unwrap();
+    assert_eq!(paying.await.unwrap().status(), 201);
+    // The stamp is after the wait: stamped at the statement's start, the attempt would be
+    // seconds closer to looking quiet before its first call had even begun.
+    let waited: f64 = sqlx::query_scalar(
+        "SELECT extract(epoch FROM charge_requested_at - created_at)::float8 FROM payments
+          WHERE order_id = $1::uuid",
+    )
+    .bind(&order_id)
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(
+        waited >= 1.0,
+        "stamped {waited} s after the statement began"
+    );
 }
