@@ -116,6 +116,15 @@ export async function doubleClickWhileHeld(request: APIRequestContext, base: str
   await openGate(request, base, gate);
 }
 
+/** A click at the middle of `button` with the raw mouse, as a hand makes it: no wait for
+ * the button to be enabled, nor for a navigation. */
+export async function mouseClicker(button: Locator): Promise<() => Promise<void>> {
+  await button.scrollIntoViewIfNeeded();
+  const box = (await button.boundingBox())!;
+  const page = button.page();
+  return () => page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+}
+
 export const ORDER_URL = /\/orders\/[0-9a-f-]{36}$/;
 
 /** This page's session cart, through the server function the header reads. */

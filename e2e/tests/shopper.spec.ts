@@ -12,6 +12,7 @@ import {
   consoleErrors,
   duplicateTab,
   hydrated,
+  mouseClicker,
   openGate,
   orders,
   ORDER_URL,
@@ -247,10 +248,7 @@ test('"Add to cart" before hydration posts the quantity shown, and a second clic
   const card = page.locator('li.product[data-sku="TEA-006"]');
   await expect(card.getByRole('spinbutton')).toHaveValue('1');
   await card.getByRole('spinbutton').fill('3');
-  const button = card.getByRole('button', { name: 'Add to cart' });
-  await button.scrollIntoViewIfNeeded();
-  const box = (await button.boundingBox())!;
-  const click = () => page.mouse.click(box.x + box.width / 2, box.y + box.height / 2);
+  const click = await mouseClicker(card.getByRole('button', { name: 'Add to cart' }));
   await click();
   await expect.poll(() => applied).toBe(1);
   await click();
@@ -260,20 +258,58 @@ test('"Add to cart" before hydration posts the quantity shown, and a second clic
   await expect.poll(async () => (await cart(page)).lines.map((l) => [l.sku, l.quantity])).toEqual([['TEA-006', 3]]);
 });
 
-test('a double click on "Add to cart" once hydrated sends one add', async ({ page }) => {
+test('a double click on "Add to cart" adds once even when the first add answered before the second click: the button rests after an add', async ({ page }) => {
+  await page.clock.install();
   await page.goto('/');
   await hydrated(page);
   const adds = recordPosts(page, /^\/_fn\/add_to_cart$/);
   const card = page.locator('li.product[data-sku="CAP-007"]');
   await card.getByRole('button', { name: 'More Wool cap' }).click();
-  await card.getByRole('button', { name: 'Add to cart' }).dblclick();
+  const button = card.getByRole('button', { name: 'Add to cart' });
+  const click = await mouseClicker(button);
+  // The page's timers stand still from here, so the rest after an add lasts until the test
+  // moves the page's clock: the second click below lands in it however slow this machine is.
+  await page.clock.pauseAt((await page.evaluate(() => Date.now())) + 10);
+  await click();
   await expect(page.getByTestId('cart-count')).toHaveText('Cart (2)');
+  await expect(card.locator('.added')).toHaveText('Added ✓');
+  await expect(button).toHaveAttribute('aria-disabled', 'true');
+  // A fast shop answered the first click already, and the form has its next key: the
+  // second click of a double click (or a shaky one, or a double tap) is the same add.
+  await click();
   await page.waitForTimeout(500);
   expect(adds).toHaveLength(1);
   expect((await cart(page)).lines.map((l) => [l.sku, l.quantity])).toEqual([['CAP-007', 2]]);
-  // The next click is a new add.
-  await card.getByRole('button', { name: 'Add to cart' }).click();
+  // Rested, the next click is a new add.
+  await page.clock.runFor(1000);
+  await expect(button).toHaveAttribute('aria-disabled', 'false');
+  await expect(card.locator('.added')).toHaveText('');
+  await click();
   await expect(page.getByTestId('cart-count')).toHaveText('Cart (4)');
+  expect(adds).toHaveLength(2);
+});
+
+test('a second click on "Add to cart" while its add is in flight sends nothing', async ({ page }) => {
+  await page.goto('/');
+  await hydrated(page);
+  const adds = recordPosts(page, /^\/_fn\/add_to_cart$/);
+  let release = () => {};
+  const held = new Promise<void>((resolve) => (release = resolve));
+  await page.route('**/_fn/add_to_cart', async (route) => {
+    await held;
+    await route.continue();
+  });
+  const card = page.locator('li.product[data-sku="MUG-001"]');
+  const button = card.getByRole('button', { name: 'Add to cart' });
+  const click = await mouseClicker(button);
+  await click();
+  await expect(button).toHaveAttribute('aria-disabled', 'true');
+  await click();
+  release();
+  await expect(page.getByTestId('cart-count')).toHaveText('Cart (1)');
+  await page.waitForTimeout(500);
+  expect(adds).toHaveLength(1);
+  expect((await cart(page)).lines.map((l) => [l.sku, l.quantity])).toEqual([['MUG-001', 1]]);
 });
 
 test('an add whose answer was lost keeps its key: clicking again adds once, and the page says what happened', async ({ page }) => {

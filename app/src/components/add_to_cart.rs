@@ -1,3 +1,5 @@
+use std::time::Duration;
+
 use leptos::{prelude::*, server_fn::ServerFn};
 
 use super::{cart_count::announce, live::mark_live, stepper::QuantityStepper};
@@ -8,7 +10,8 @@ use once_leptos::new_key;
 /// A product's "Add to cart" form, the catalog's one live part. The form carries an add key:
 /// the server adds once per key, so a double click before hydration (two native posts) adds
 /// once. Once hydrated, the button is locked while an add is in flight, and a successful add
-/// gives the form a new key, so the next click is a new add.
+/// gives the form a new key, so the next click is a new add, once the button has rested
+/// ([`ADDED_PAUSE`]).
 #[island]
 pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String) -> impl IntoView {
     let add = ServerAction::<AddToCart>::new();
@@ -18,6 +21,7 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
     // duplicated tab, must not reuse a key that an earlier add used already.
     Effect::new(move |_| key.set(new_key()));
     let problem = RwSignal::new(None::<String>);
+    let resting = RwSignal::new(false);
     // The outcome of the add. Success ends the key: the next click is a new add. A failure
     // keeps it: the server may have added before the answer was lost, and the same key
     // makes a second click of the same add count once.
@@ -26,6 +30,7 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
             key.set(new_key());
             problem.set(None);
             announce(cart.item_count());
+            rest(resting);
         }
         Some(Err(e)) => problem.set(Some(shown_error(&e))),
         None => {}
@@ -34,7 +39,7 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
         let sku = sku.clone();
         move |ev: leptos::ev::SubmitEvent| {
             ev.prevent_default();
-            if !add.pending().get_untracked() && in_stock {
+            if !add.pending().get_untracked() && !resting.get_untracked() && in_stock {
                 add.dispatch(AddToCart {
                     sku: sku.clone(),
                     quantity: i64::from(quantity.get_untracked()),
@@ -53,11 +58,32 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
                 type="submit"
                 class="primary"
                 disabled=!in_stock
-                aria-disabled=move || add.pending().get().to_string()
+                aria-disabled=move || (add.pending().get() || resting.get()).to_string()
             >
                 "Add to cart"
             </button>
+            <span class="added" role="status">{move || resting.get().then_some("Added ✓")}</span>
         </form>
         {move || problem.get().map(|p| view! { <p class="error" role="alert">{p}</p> })}
     }
+}
+
+/// How long the button rests after an add. A fast shop answers the first click of a double
+/// click before the second arrives, and the new key would make that second click a new add;
+/// the lock while an add is in flight cannot see it. Any click in the pause (a double click,
+/// a shaky one, a double tap, a key pressed twice) is the same add. Longer than the slowest
+/// double click takes (Windows allows at most 900 ms between its clicks), short enough that a shopper who means a second
+/// add waits for nothing they notice: the page says "Added ✓" meanwhile.
+const ADDED_PAUSE: Duration = Duration::from_millis(1000);
+
+/// Rests the button for [`ADDED_PAUSE`]. The island may be gone when it ends (another page):
+/// then there is nothing to wake.
+fn rest(resting: RwSignal<bool>) {
+    resting.set(true);
+    set_timeout(
+        move || {
+            let _ = resting.try_set(false);
+        },
+        ADDED_PAUSE,
+    );
 }
