@@ -2,7 +2,7 @@ use std::time::Duration;
 
 use leptos::{prelude::*, server_fn::ServerFn};
 
-use super::{cart_count::announce, live::mark_live, stepper::QuantityStepper};
+use super::{cart_count::announce, live::mark_live, rest::Rest, stepper::QuantityStepper};
 use crate::api::{shown_error, AddToCart};
 use domain::MAX_QUANTITY;
 use once_leptos::new_key;
@@ -11,7 +11,7 @@ use once_leptos::new_key;
 /// the server adds once per key, so a double click before hydration (two native posts) adds
 /// once. Once hydrated, the button is locked while an add is in flight, and a successful add
 /// gives the form a new key, so the next click is a new add, once the button has rested
-/// ([`ADDED_PAUSE`]).
+/// ([`ADDED_PAUSE`]) or the quantity has changed.
 #[island]
 pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String) -> impl IntoView {
     let add = ServerAction::<AddToCart>::new();
@@ -21,7 +21,18 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
     // duplicated tab, must not reuse a key that an earlier add used already.
     Effect::new(move |_| key.set(new_key()));
     let problem = RwSignal::new(None::<String>);
-    let resting = RwSignal::new(false);
+    let rest = Rest::new();
+    // "Added to your cart" stays until the next add or a new quantity: long enough to read.
+    let added = RwSignal::new(false);
+    // A new quantity is a new add the shopper means: the rest ends at once.
+    Effect::new(move |before: Option<u32>| {
+        let now = quantity.get();
+        if before.is_some_and(|before| before != now) {
+            rest.end();
+            added.set(false);
+        }
+        now
+    });
     // The outcome of the add. Success ends the key: the next click is a new add. A failure
     // keeps it: the server may have added before the answer was lost, and the same key
     // makes a second click of the same add count once.
@@ -30,7 +41,8 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
             key.set(new_key());
             problem.set(None);
             announce(cart.item_count());
-            rest(resting);
+            added.set(true);
+            rest.start(ADDED_PAUSE);
         }
         Some(Err(e)) => problem.set(Some(shown_error(&e))),
         None => {}
@@ -39,7 +51,8 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
         let sku = sku.clone();
         move |ev: leptos::ev::SubmitEvent| {
             ev.prevent_default();
-            if !add.pending().get_untracked() && !resting.get_untracked() && in_stock {
+            if !add.pending().get_untracked() && !rest.resting_now() && in_stock {
+                added.set(false);
                 add.dispatch(AddToCart {
                     sku: sku.clone(),
                     quantity: i64::from(quantity.get_untracked()),
@@ -57,33 +70,22 @@ pub fn AddToCartForm(sku: String, name: String, in_stock: bool, add_key: String)
             <button
                 type="submit"
                 class="primary"
+                class:resting=move || rest.resting()
                 disabled=!in_stock
-                aria-disabled=move || (add.pending().get() || resting.get()).to_string()
+                aria-disabled=move || (add.pending().get() || rest.resting()).to_string()
             >
                 "Add to cart"
             </button>
-            <span class="added" role="status">{move || resting.get().then_some("Added ✓")}</span>
+            <span class="added" role="status">{move || added.get().then_some("Added to your cart ✓")}</span>
         </form>
         {move || problem.get().map(|p| view! { <p class="error" role="alert">{p}</p> })}
     }
 }
 
-/// How long the button rests after an add. A fast shop answers the first click of a double
-/// click before the second arrives, and the new key would make that second click a new add;
-/// the lock while an add is in flight cannot see it. Any click in the pause (a double click,
-/// a shaky one, a double tap, a key pressed twice) is the same add. Longer than the slowest
-/// double click takes (Windows allows at most 900 ms between its clicks), short enough that a shopper who means a second
-/// add waits for nothing they notice: the page says "Added ✓" meanwhile.
+/// How long the button rests after a successful add. A fast shop answers the first click of
+/// a double click before the second arrives, and the new key would make that second click a
+/// new add; the lock while an add is in flight cannot see it. Any click in the rest (a double
+/// click, a shaky one, a double tap, a key pressed twice) is the same add; a new quantity
+/// ends the rest. Counted from the answer, so longer than a double click takes; short enough
+/// that a shopper who means a second add waits for nothing they notice.
 const ADDED_PAUSE: Duration = Duration::from_millis(1000);
-
-/// Rests the button for [`ADDED_PAUSE`]. The island may be gone when it ends (another page):
-/// then there is nothing to wake.
-fn rest(resting: RwSignal<bool>) {
-    resting.set(true);
-    set_timeout(
-        move || {
-            let _ = resting.try_set(false);
-        },
-        ADDED_PAUSE,
-    );
-}

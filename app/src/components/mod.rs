@@ -5,5 +5,6 @@ pub mod form_error;
 pub mod header;
 pub mod live;
 pub mod preload;
+pub mod rest;
 pub mod status_line;
 pub mod stepper;

@@ -139,15 +139,7 @@ async fn after_a_503_another_card_can_pay_once_the_provider_confirms_nothing_was
     let (app, provider) = spawn_with_short_grace().await;
     let order_id = place_order(&app).await;
     // A second instance whose provider is unreachable: the first "Pay" ends in a 503.
-    let cut_off = cut_off_from_the_provider(&app).await;
-    let first = app
-        .client
-        .post(cut_off.url(&format!("/api/orders/{order_id}/payments")))
-        .header("idempotency-key", "card-a")
-        .json(&serde_json::json!({ "card_number": CARD_OK }))
-        .send()
-        .await
-        .unwrap();
+    let first = pay_cut_off(&app, &order_id, "card-a", CARD_OK).await;
     assert_problem(first, 503, "service-unavailable").await;
     assert_eq!(app.count_where("payments", "status = 'pending'").await, 1);
 
@@ -299,6 +291,19 @@ async fn spawn_with_a_slow_provider() -> (TestApp, TestProvider) {
 
 /// The same shop and database with a provider that never answers: what a retry there gets
 /// is what the shop already knows, not a new call.
+/// Pays `order_id` with the shopper's session on a second instance of the shop whose provider
+/// is unreachable.
+async fn pay_cut_off(app: &TestApp, order_id: &str, key: &str, card: &str) -> reqwest::Response {
+    let cut_off = cut_off_from_the_provider(app).await;
+    app.client
+        .post(cut_off.url(&format!("/api/orders/{order_id}/payments")))
+        .header("idempotency-key", key)
+        .json(&serde_json::json!({ "card_number": card }))
+        .send()
+        .await
+        .unwrap()
+}
+
 async fn cut_off_from_the_provider(app: &TestApp) -> TestApp {
     let config = server::config::Config {
         provider_url: "http://127.0.0.1:9".into(),
@@ -320,15 +325,7 @@ async fn a_slow_card_s_retry_after_its_webhook_answers_the_outcome_without_askin
     .await;
 
     // The retry, on an instance that cannot reach the provider, answers the known outcome.
-    let cut_off = cut_off_from_the_provider(&app).await;
-    let retry = app
-        .client
-        .post(cut_off.url(&format!("/api/orders/{order_id}/payments")))
-        .header("idempotency-key", "slow-a")
-        .json(&serde_json::json!({ "card_number": CARD_SLOW }))
-        .send()
-        .await
-        .unwrap();
+    let retry = pay_cut_off(&app, &order_id, "slow-a", CARD_SLOW).await;
     assert_eq!(retry.status(), 201);
     assert_eq!(provider.charges().await, 1);
 }
@@ -379,15 +376,7 @@ async fn a_new_attempt_commits_with_its_first_call_stamped_and_each_later_call_s
 
     // The provider unreachable: every try after the first stamps its own call…
     let retried = place_order(&app).await;
-    let cut_off = cut_off_from_the_provider(&app).await;
-    let first = app
-        .client
-        .post(cut_off.url(&format!("/api/orders/{retried}/payments")))
-        .header("idempotency-key", "retried")
-        .json(&serde_json::json!({ "card_number": CARD_OK }))
-        .send()
-        .await
-        .unwrap();
+    let first = pay_cut_off(&app, &retried, "retried", CARD_OK).await;
     assert_problem(first, 503, "service-unavailable").await;
     let tries = stamps(retried.clone()).await;
     assert!(tries > 1, "one stamp per try, {tries} stamps");
