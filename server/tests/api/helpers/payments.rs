@@ -171,11 +171,13 @@ pub fn now() -> i64 {
 }
 
 /// A payment attempt the charge call has not finished yet (as if its answer were still on
-/// the way); returns its id.
+/// the way), recorded as the shop records one: with its first call stamped; returns its id.
 pub async fn pending_attempt(app: &TestApp, order_id: &str) -> String {
     sqlx::query_scalar(
-        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency)
-         VALUES (gen_random_uuid(), $1::uuid, 's', gen_random_uuid()::text, 3600, 'EUR') RETURNING id::text",
+        "INSERT INTO payments (id, order_id, idempotency_scope, idempotency_key, amount_cents, currency,
+                               charge_requested_at)
+         VALUES (gen_random_uuid(), $1::uuid, 's', gen_random_uuid()::text, 3600, 'EUR', now())
+         RETURNING id::text",
     )
     .bind(order_id)
     .fetch_one(&app.db)
