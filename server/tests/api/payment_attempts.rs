@@ -251,12 +251,7 @@ async fn an_attempt_stamped_by_a_charge_call_is_never_closed_as_never_charged() 
     let payment_id: uuid::Uuid = pending_attempt(&app, &order_id).await.parse().unwrap();
     let grace = std::time::Duration::from_millis(1000);
     // Quiet for long: a settling intent decided, from what it saw, to close it…
-    app.sql(
-        "UPDATE payments SET created_at = now() - interval '1 hour',
-                             charge_requested_at = now() - interval '1 hour' WHERE id = $1::uuid",
-        &payment_id.to_string(),
-    )
-    .await;
+    backdate_attempt(&app, &payment_id.to_string(), 1).await;
     let seen = store::blocker(&app.db, order_id.parse().unwrap(), grace, grace)
         .await
         .unwrap()

@@ -159,14 +159,7 @@ async fn an_attempt_stranded_pending_without_a_charge_is_closed_and_the_order_st
     let (app, provider) = spawn_shop_and_provider().await;
     let order_id = place_order(&app).await;
     let stranded = pending_attempt(&app, &order_id).await;
-    sqlx::query(
-        "UPDATE payments SET created_at = now() - interval '2 hours',
-                            charge_requested_at = now() - interval '2 hours' WHERE id = $1::uuid",
-    )
-    .bind(&stranded)
-    .execute(&app.db)
-    .await
-    .unwrap();
+    backdate_attempt(&app, &stranded, 2).await;
 
     let reconciler = reconciler(&app).await;
     run(&reconciler).await;

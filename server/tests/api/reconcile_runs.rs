@@ -78,26 +78,17 @@ async fn one_item_that_cannot_be_repaired_does_not_stop_the_run_nor_hide_the_res
     // A stranded attempt whose charge disagrees with its order (settling it fails)...
     let bad_order = place_order(&app).await;
     let bad = pending_attempt(&app, &bad_order).await;
-    sqlx::query(
-        "UPDATE payments SET amount_cents = 999, created_at = now() - interval '2 hours',
-                            charge_requested_at = now() - interval '2 hours' WHERE id = $1::uuid",
+    app.sql(
+        "UPDATE payments SET amount_cents = 999 WHERE id = $1::uuid",
+        &bad,
     )
-    .bind(&bad)
-    .execute(&app.db)
-    .await
-    .unwrap();
+    .await;
+    backdate_attempt(&app, &bad, 2).await;
     provider.charge(&bad, CARD_OK, 999).await;
     // ...an attempt stranded after it, to be closed in the same run...
     let stranded_order = place_order(&app).await;
     let stranded = pending_attempt(&app, &stranded_order).await;
-    sqlx::query(
-        "UPDATE payments SET created_at = now() - interval '1 hour',
-                            charge_requested_at = now() - interval '1 hour' WHERE id = $1::uuid",
-    )
-    .bind(&stranded)
-    .execute(&app.db)
-    .await
-    .unwrap();
+    backdate_attempt(&app, &stranded, 1).await;
     // ...and a missed success that must still be repaired in the same run.
     let good_order = place_order(&app).await;
     let good = pending_attempt(&app, &good_order).await;

@@ -185,6 +185,21 @@ pub async fn pending_attempt(app: &TestApp, order_id: &str) -> String {
     .unwrap()
 }
 
+/// Makes an attempt look abandoned `hours` ago: its creation and its first call's stamp
+/// (which the shop writes together) both moved back.
+pub async fn backdate_attempt(app: &TestApp, payment_id: &str, hours: i32) {
+    sqlx::query(
+        "UPDATE payments SET created_at = now() - make_interval(hours => $2),
+                            charge_requested_at = now() - make_interval(hours => $2)
+          WHERE id = $1::uuid",
+    )
+    .bind(payment_id)
+    .bind(hours)
+    .execute(&app.db)
+    .await
+    .unwrap();
+}
+
 /// Places an order for two mugs (€36.00) and returns its id.
 pub async fn place_order(app: &TestApp) -> String {
     let response = post_order(
