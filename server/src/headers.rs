@@ -12,6 +12,8 @@
 //! a header itself (the sandboxed email view sets its own policy) keeps it. The built site
 //! under `/pkg/` stays cacheable.
 
+use std::sync::LazyLock;
+
 use axum::{
     extract::{Request, State},
     http::{header, HeaderMap, HeaderName, HeaderValue},
@@ -36,19 +38,30 @@ impl CspNonce {
 
 /// The policy of an answer; a page's inline scripts carry `nonce`, and an answer that is no
 /// page (JSON, the built site, a server function's reply) runs no inline script at all.
-fn policy(nonce: Option<&CspNonce>, path: &str) -> String {
-    let styles = if path.starts_with(REFERENCE_PATH) {
+fn policy(nonce: Option<&CspNonce>, path: &str) -> Option<HeaderValue> {
+    let reference = path.starts_with(REFERENCE_PATH);
+    let Some(nonce) = nonce else {
+        // The same two policies serve every answer that is no page: written once.
+        static PLAIN: LazyLock<Option<HeaderValue>> = LazyLock::new(|| policy_value("", false));
+        static REFERENCE: LazyLock<Option<HeaderValue>> =
+            LazyLock::new(|| policy_value("", true));
+        let kept: &Option<HeaderValue> = if reference { &REFERENCE } else { &PLAIN };
+        return kept.clone();
+    };
+    policy_value(&format!(" 'nonce-{}'", nonce.0), reference)
+}
+
+fn policy_value(nonce_source: &str, reference: bool) -> Option<HeaderValue> {
+    let styles = if reference {
         "style-src 'self' 'unsafe-inline'"
     } else {
         "style-src 'self'"
     };
-    format!(
-        "default-src 'self'; script-src 'self'{} 'wasm-unsafe-eval'; {styles}; \
-         img-src 'self' data:; connect-src 'self'; {FRAMING_AND_FORMS}",
-        nonce
-            .map(|n| format!(" 'nonce-{}'", n.0))
-            .unwrap_or_default()
-    )
+    HeaderValue::from_str(&format!(
+        "default-src 'self'; script-src 'self'{nonce_source} 'wasm-unsafe-eval'; {styles}; \
+         img-src 'self' data:; connect-src 'self'; {FRAMING_AND_FORMS}"
+    ))
+    .ok()
 }
 
 /// How the shop reaches its shoppers: over HTTPS (`SERVED_OVER_HTTPS`, TLS ended by the
@@ -85,8 +98,8 @@ pub async fn protective(
         set_if_absent(headers, header::STRICT_TRANSPORT_SECURITY, HSTS);
     }
     set_if_absent(headers, header::X_FRAME_OPTIONS, "DENY");
-    if let (Ok(policy), false) = (
-        HeaderValue::from_str(&policy),
+    if let (Some(policy), false) = (
+        policy,
         headers.contains_key(header::CONTENT_SECURITY_POLICY),
     ) {
         headers.insert(header::CONTENT_SECURITY_POLICY, policy);

@@ -12,6 +12,7 @@ use axum::{
 };
 use sqlx::PgPool;
 use tokio::net::TcpListener;
+use tower::ServiceBuilder;
 use tower_http::{
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     timeout::TimeoutLayer,
@@ -206,23 +207,29 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         metrics,
         document,
     } = api::documented();
+    // Each stack is one `layer` call: a route clones its service for every request, and
+    // every `Router::layer` call is a boxed service of its own to clone, call and drop. The
+    // first layer listed is the outermost.
     let shop = shop_api
         .merge(checkout::router())
         .merge(fulfillment::email::router())
         .merge(ssr::router(&state))
-        .layer(middleware::from_fn_with_state(
-            throttle.clone(),
-            session::open_session,
-        ))
-        .layer(middleware::from_fn_with_state(
-            throttle.clone(),
-            throttle::limit_session_writes,
-        ))
-        .layer(sessions)
-        .layer(middleware::from_fn(session::store_away))
-        .layer(middleware::from_fn(session::no_cookie_from_writes))
-        .layer(middleware::from_fn(origin::same_origin_redirects))
-        .layer(middleware::from_fn(origin::same_origin_writes));
+        .layer(
+            ServiceBuilder::new()
+                .layer(middleware::from_fn(origin::same_origin_writes))
+                .layer(middleware::from_fn(origin::same_origin_redirects))
+                .layer(middleware::from_fn(session::no_cookie_from_writes))
+                .layer(middleware::from_fn(session::store_away))
+                .layer(sessions)
+                .layer(middleware::from_fn_with_state(
+                    throttle.clone(),
+                    throttle::limit_session_writes,
+                ))
+                .layer(middleware::from_fn_with_state(
+                    throttle.clone(),
+                    session::open_session,
+                )),
+        );
     let console = operator::router()
         .layer(session::operator_layer(state.db.clone(), https).await?)
         .layer(middleware::from_fn(session::store_away))
@@ -238,34 +245,38 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         .merge(callbacks)
         .merge(state.faults.router())
         .merge(shop)
-        .layer(DefaultBodyLimit::max(state.config.max_body_bytes))
-        .layer(TimeoutLayer::with_status_code(
-            StatusCode::REQUEST_TIMEOUT,
-            state.config.limits.request_timeout,
-        ))
-        .layer(middleware::from_fn(refusals::framework_refusals))
-        .layer(PropagateRequestIdLayer::x_request_id())
         .layer(
-            TraceLayer::new_for_http().make_span_with(|req: &Request<_>| {
-                let request_id = req
-                    .headers()
-                    .get("x-request-id")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-");
-                tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
-            })
-            .on_failure(telemetry::log_failed_response),
+            ServiceBuilder::new()
+                .layer(middleware::from_fn(unread_body::close_if_unread))
+                .layer(middleware::from_fn_with_state(
+                    headers::Transport { https },
+                    headers::protective,
+                ))
+                .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+                .layer(middleware::from_fn_with_state(
+                    throttle,
+                    throttle::limit_clients,
+                ))
+                .layer(
+                    TraceLayer::new_for_http()
+                        .make_span_with(|req: &Request<_>| {
+                            let request_id = req
+                                .headers()
+                                .get("x-request-id")
+                                .and_then(|v| v.to_str().ok())
+                                .unwrap_or("-");
+                            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
+                        })
+                        .on_failure(telemetry::log_failed_response),
+                )
+                .layer(PropagateRequestIdLayer::x_request_id())
+                .layer(middleware::from_fn(refusals::framework_refusals))
+                .layer(TimeoutLayer::with_status_code(
+                    StatusCode::REQUEST_TIMEOUT,
+                    state.config.limits.request_timeout,
+                ))
+                .layer(DefaultBodyLimit::max(state.config.max_body_bytes)),
         )
-        .layer(middleware::from_fn_with_state(
-            throttle,
-            throttle::limit_clients,
-        ))
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(middleware::from_fn_with_state(
-            headers::Transport { https },
-            headers::protective,
-        ))
-        .layer(middleware::from_fn(unread_body::close_if_unread))
         .with_state(state))
 }
 
