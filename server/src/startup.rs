@@ -252,7 +252,9 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
                     headers::Transport { https },
                     headers::protective,
                 ))
+                // Every answer names its request, a refusal of the rate limit's too.
                 .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+                .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(middleware::from_fn_with_state(
                     throttle,
                     throttle::limit_clients,
@@ -269,7 +271,6 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
                         })
                         .on_failure(telemetry::log_failed_response),
                 )
-                .layer(PropagateRequestIdLayer::x_request_id())
                 .layer(middleware::from_fn(refusals::framework_refusals))
                 .layer(TimeoutLayer::with_status_code(
                     StatusCode::REQUEST_TIMEOUT,

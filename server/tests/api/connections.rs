@@ -188,3 +188,42 @@ async fn an_answer_given_before_the_body_arrived_says_the_connection_closes() {
     let n = kept.read(&mut next).await.unwrap();
     assert!(String::from_utf8_lossy(&next[..n]).starts_with("HTTP/1.1 200"));
 }
+
+/// A request whose body stops coming is answered when the request timeout runs out: 408 in
+/// the shop's problem format, like every refusal, and nothing is stored.
+#[tokio::test]
+async fn a_body_that_stops_coming_is_answered_408_problem_json() {
+    let app = spawn_app_with(|c| c.limits.request_timeout = Duration::from_millis(500)).await;
+    let opened = reqwest::Client::new()
+        .get(app.url("/api/session"))
+        .send()
+        .await
+        .unwrap();
+    let set_cookie = opened.headers()["set-cookie"].to_str().unwrap();
+    let session = set_cookie.split(';').next().unwrap();
+    let mut stream = TcpStream::connect(address(&app)).await.unwrap();
+    let head = format!(
+        "POST /api/orders HTTP/1.1\r\nHost: {}\r\nCookie: {session}\r\n\
+         Idempotency-Key: stalled\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{\"items\":",
+        address(&app)
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .expect("answered within the timeout")
+        .unwrap();
+    let answer = String::from_utf8_lossy(&answer).to_lowercase();
+    assert!(answer.starts_with("http/1.1 408"), "{answer}");
+    assert!(
+        answer.contains("content-type: application/problem+json"),
+        "{answer}"
+    );
+    assert!(answer.contains("request-timeout"), "{answer}");
+    let keys: i64 = sqlx::query_scalar("SELECT count(*) FROM idempotency_keys")
+        .fetch_one(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(keys, 0);
+}

@@ -85,6 +85,9 @@ async fn every_inline_script_of_a_page_carries_the_nonce_its_policy_names() {
             .and_then(|rest| rest.split('\'').next())
             .unwrap_or_else(|| panic!("{path}: no nonce in {policy}"))
             .to_owned();
+        // Apart from its nonce, a page's policy is every other answer's.
+        let without_nonce = policy.replace(&format!(" 'nonce-{nonce}'"), "");
+        assert_eq!(without_nonce, server::headers::POLICY, "{path}");
         let html = response.text().await.unwrap();
         let scripts: Vec<&str> = html.split("<script").skip(1).collect();
         assert!(!scripts.is_empty(), "{path} has its hydration script");
@@ -100,6 +103,66 @@ async fn every_inline_script_of_a_page_carries_the_nonce_its_policy_names() {
     nonces.sort();
     nonces.dedup();
     assert_eq!(nonces.len(), 4, "a fresh nonce for every answer");
+}
+
+/// An answer that is no page runs no inline script at all: its policy names no nonce, and
+/// only the API reference (Swagger UI) may use inline styles.
+#[tokio::test]
+async fn answers_that_are_no_page_carry_the_policy_without_a_nonce() {
+    let app = spawn_app().await;
+    let order = post_order(&app.client, &app, Some("policy"), MUG_ORDER).await;
+    let replay = post_order(&app.client, &app, Some("policy"), MUG_ORDER).await;
+    let products = app
+        .client
+        .get(app.url("/api/products"))
+        .send()
+        .await
+        .unwrap();
+    for response in [&order, &replay, &products] {
+        let policy = header(response, "content-security-policy");
+        assert_eq!(policy, server::headers::POLICY, "{}", response.url());
+        assert!(!policy.contains("nonce") && !policy.contains("'unsafe-inline'"));
+    }
+    let reference = app.client.get(app.url("/api/docs/")).send().await.unwrap();
+    assert_eq!(
+        header(&reference, "content-security-policy"),
+        server::headers::REFERENCE_POLICY
+    );
+}
+
+/// Every answer names its request (`x-request-id`, in the log's request span too): one the
+/// client sent is kept, else the server makes one; a refusal of the rate limit, which comes
+/// before the rest of the shop, names its request as well.
+#[tokio::test]
+async fn every_answer_names_its_request_a_rate_limit_refusal_too() {
+    let app = spawn_app_with(|c| {
+        c.limits.per_client = server::config::Rate {
+            per_second: 1,
+            burst: 1,
+        };
+    })
+    .await;
+    let sent = app
+        .client
+        .get(app.url("/api/products"))
+        .header("x-request-id", "trace-me-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header(&sent, "x-request-id"), "trace-me-42");
+    let made = app
+        .client
+        .get(app.url("/api/products"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        made.status(),
+        429,
+        "a second read at once, past a burst of one"
+    );
+    let id = header(&made, "x-request-id");
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
 }
 
 /// Over HTTPS, the cookies travel over HTTPS only and the browser is told to use nothing
