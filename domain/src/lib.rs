@@ -4,6 +4,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod details;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Product {

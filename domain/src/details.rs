@@ -1,0 +1,276 @@
+//! Who is buying and where the parcel goes: the shopper's email and shipping address, to be
+//! asked at the checkout and made part of the order. One parse for the API, the checkout's
+//! two doors and the page, so that each field's problem is said in the same words wherever
+//! it was typed.
+
+use serde::{Deserialize, Serialize};
+
+/// The countries the shop ships to: ISO 3166-1 alpha-2 code and the name the page shows.
+pub const COUNTRIES: &[(&str, &str)] = &[
+    ("AT", "Austria"),
+    ("BE", "Belgium"),
+    ("CH", "Switzerland"),
+    ("DE", "Germany"),
+    ("DK", "Denmark"),
+    ("ES", "Spain"),
+    ("FI", "Finland"),
+    ("FR", "France"),
+    ("GB", "United Kingdom"),
+    ("IE", "Ireland"),
+    ("IT", "Italy"),
+    ("LU", "Luxembourg"),
+    ("NL", "Netherlands"),
+    ("NO", "Norway"),
+    ("PL", "Poland"),
+    ("PT", "Portugal"),
+    ("SE", "Sweden"),
+    ("US", "United States"),
+];
+
+/// The name of a country the shop ships to, by its code.
+pub fn country_name(code: &str) -> Option<&'static str> {
+    COUNTRIES
+        .iter()
+        .find(|(c, _)| *c == code)
+        .map(|(_, name)| *name)
+}
+
+/// The longest text each field takes, in characters (an email address's own bound, RFC 5321).
+pub const MAX_EMAIL: usize = 254;
+/// The longest name, address line or city.
+pub const MAX_LINE: usize = 100;
+/// The longest postal code (the longest in use is 10; room for spaces and dashes).
+pub const MAX_POSTAL_CODE: usize = 16;
+
+/// Where an order is shipped.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ShippingAddress {
+    /// The person the parcel is for.
+    pub name: String,
+    pub line1: String,
+    /// A second address line; empty when there is none.
+    #[serde(default)]
+    pub line2: String,
+    pub postal_code: String,
+    pub city: String,
+    /// ISO 3166-1 alpha-2, one of the countries the shop ships to.
+    pub country: String,
+}
+
+/// The shopper's details as typed: what the checkout keeps while the shopper types, and what
+/// an order request carries. [`Details::parse`] turns it into checked details.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DetailsDraft {
+    pub email: String,
+    pub shipping_address: ShippingAddress,
+}
+
+/// A field the shopper must fix, and what is wrong with it, in words for the shopper.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct FieldProblem {
+    /// The field, as the request names it: `email`, `shipping_address.postal_code`, …
+    pub field: String,
+    pub detail: String,
+}
+
+/// Checked details: every field trimmed, present where required, within its bound, the email
+/// shaped like an address and the country one the shop ships to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Details(DetailsDraft);
+
+impl Details {
+    /// Checks every field, and names each one that must be fixed.
+    pub fn parse(draft: &DetailsDraft) -> Result<Self, Vec<FieldProblem>> {
+        let a = &draft.shipping_address;
+        let mut problems = Vec::new();
+        let mut field = |name: &str, checked: Result<String, String>| match checked {
+            Ok(value) => value,
+            Err(detail) => {
+                problems.push(FieldProblem {
+                    field: name.to_owned(),
+                    detail,
+                });
+                String::new()
+            }
+        };
+        let email = field("email", email(&draft.email));
+        let shipping_address = ShippingAddress {
+            name: field(
+                "shipping_address.name",
+                text(&a.name, "your name", MAX_LINE),
+            ),
+            line1: field(
+                "shipping_address.line1",
+                text(&a.line1, "the street and number", MAX_LINE),
+            ),
+            line2: field("shipping_address.line2", optional_text(&a.line2, MAX_LINE)),
+            postal_code: field("shipping_address.postal_code", postal_code(&a.postal_code)),
+            city: field("shipping_address.city", text(&a.city, "the city", MAX_LINE)),
+            country: field("shipping_address.country", country(&a.country)),
+        };
+        match problems.is_empty() {
+            true => Ok(Self(DetailsDraft {
+                email,
+                shipping_address,
+            })),
+            false => Err(problems),
+        }
+    }
+
+    pub fn email(&self) -> &str {
+        &self.0.email
+    }
+
+    pub fn shipping_address(&self) -> &ShippingAddress {
+        &self.0.shipping_address
+    }
+
+    /// The details as an order request carries them.
+    pub fn as_draft(&self) -> &DetailsDraft {
+        &self.0
+    }
+}
+
+/// Text a person typed on one line: no control characters (a line break would let an
+/// address forge a header of the email that names it).
+fn one_line(value: &str) -> Result<&str, String> {
+    let value = value.trim();
+    match value.chars().any(char::is_control) {
+        true => Err("Use one line, without tabs or line breaks.".to_owned()),
+        false => Ok(value),
+    }
+}
+
+fn within(value: &str, max: usize) -> Result<String, String> {
+    match value.chars().count() > max {
+        true => Err(format!("Use at most {max} characters.")),
+        false => Ok(value.to_owned()),
+    }
+}
+
+fn text(value: &str, what: &str, max: usize) -> Result<String, String> {
+    let value = one_line(value)?;
+    if value.is_empty() {
+        return Err(format!("Enter {what}."));
+    }
+    within(value, max)
+}
+
+fn optional_text(value: &str, max: usize) -> Result<String, String> {
+    within(one_line(value)?, max)
+}
+
+fn email(value: &str) -> Result<String, String> {
+    let value = one_line(value)?;
+    if value.is_empty() {
+        return Err("Enter your email address, for the order's confirmation.".to_owned());
+    }
+    let shaped = value.split_once('@').is_some_and(|(local, domain)| {
+        !local.is_empty()
+            && local.len() <= 64
+            && !domain.contains('@')
+            && domain.contains('.')
+            && !domain.starts_with('.')
+            && !domain.ends_with('.')
+            && !value.contains(char::is_whitespace)
+    });
+    if !shaped {
+        return Err("Enter an email address like name@example.com.".to_owned());
+    }
+    within(value, MAX_EMAIL)
+}
+
+fn postal_code(value: &str) -> Result<String, String> {
+    let value = one_line(value)?;
+    if value.is_empty() {
+        return Err("Enter the postal code.".to_owned());
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == ' ' || c == '-';
+    if !value.chars().all(allowed) {
+        return Err("Use letters, digits, spaces and dashes only.".to_owned());
+    }
+    within(value, MAX_POSTAL_CODE)
+}
+
+fn country(value: &str) -> Result<String, String> {
+    let code = value.trim();
+    match country_name(code) {
+        Some(_) => Ok(code.to_owned()),
+        None if code.is_empty() => Err("Choose the country.".to_owned()),
+        None => Err("The shop does not ship to this country.".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draft() -> DetailsDraft {
+        DetailsDraft {
+            email: " ada@example.com ".to_owned(),
+            shipping_address: ShippingAddress {
+                name: "Ada Lovelace".to_owned(),
+                line1: "12 St James's Square".to_owned(),
+                line2: String::new(),
+                postal_code: "SW1Y 4JH".to_owned(),
+                city: "London".to_owned(),
+                country: "GB".to_owned(),
+            },
+        }
+    }
+
+    fn fields(draft: &DetailsDraft) -> Vec<String> {
+        Details::parse(draft)
+            .unwrap_err()
+            .into_iter()
+            .map(|p| p.field)
+            .collect()
+    }
+
+    #[test]
+    fn good_details_are_kept_trimmed() {
+        let details = Details::parse(&draft()).unwrap();
+        assert_eq!(details.email(), "ada@example.com");
+        assert_eq!(details.shipping_address().country, "GB");
+    }
+
+    #[test]
+    fn every_field_with_a_problem_is_named() {
+        let mut d = draft();
+        d.email = "ada at example".to_owned();
+        d.shipping_address.name = "  ".to_owned();
+        d.shipping_address.postal_code = "SW1Y;4JH".to_owned();
+        d.shipping_address.country = "XX".to_owned();
+        assert_eq!(
+            fields(&d),
+            [
+                "email",
+                "shipping_address.name",
+                "shipping_address.postal_code",
+                "shipping_address.country"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_line_break_never_passes() {
+        let mut d = draft();
+        d.email = "ada@example.com\r\nBcc: all@example.com".to_owned();
+        d.shipping_address.line2 = "flat 2\n".to_owned() + "x";
+        assert_eq!(fields(&d), ["email", "shipping_address.line2"]);
+    }
+
+    #[test]
+    fn bounds_are_counted_in_characters() {
+        let mut d = draft();
+        d.shipping_address.city = "é".repeat(MAX_LINE);
+        assert!(Details::parse(&d).is_ok());
+        d.shipping_address.city = "é".repeat(MAX_LINE + 1);
+        assert_eq!(fields(&d), ["shipping_address.city"]);
+    }
+}
