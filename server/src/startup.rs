@@ -267,7 +267,10 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
                                 .get("x-request-id")
                                 .and_then(|v| v.to_str().ok())
                                 .unwrap_or("-");
-                            tracing::info_span!("request", method = %req.method(), uri = %req.uri(), request_id)
+                            // The path only: a query may hold a person's email (the
+                            // console's search) or a one-time link's token.
+                            let path = req.uri().path();
+                            tracing::info_span!("request", method = %req.method(), path = %path, request_id)
                         })
                         .on_failure(telemetry::log_failed_response),
                 )
