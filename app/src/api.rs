@@ -45,6 +45,37 @@ pub async fn set_cart_quantity(sku: String, quantity: i64) -> Result<Cart, Serve
         .map_err(failed)
 }
 
+/// Keeps the shopper's details as typed at the checkout (see `ShopBackend`), field by field
+/// as the checkout form names them.
+#[server(prefix = "/_fn", endpoint = "save_checkout_details")]
+pub async fn save_checkout_details(
+    email: String,
+    name: String,
+    line1: String,
+    line2: String,
+    postal_code: String,
+    city: String,
+    country: String,
+) -> Result<(), ServerFnError> {
+    use domain::details::{DetailsDraft, ShippingAddress};
+    let session = crate::backend::session().await?;
+    let details = DetailsDraft {
+        email,
+        shipping_address: ShippingAddress {
+            name,
+            line1,
+            line2,
+            postal_code,
+            city,
+            country,
+        },
+    };
+    crate::backend::backend()?
+        .save_checkout_details(session, details)
+        .await
+        .map_err(failed)
+}
+
 /// A refused call answers 422 (the database away 503, another failure of ours 500), with the
 /// code of its shopper-safe message. A form
 /// posted without wasm is the exception: it is sent back to its page, with the error in

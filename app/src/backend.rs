@@ -7,7 +7,7 @@ use std::{future::Future, pin::Pin, sync::Arc};
 use leptos::prelude::*;
 use tower_sessions::Session;
 
-use domain::{Cart, Checkout, Order, Product};
+use domain::{details::DetailsDraft, Cart, Checkout, Order, Product};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -44,6 +44,13 @@ pub trait ShopBackend: Send + Sync + 'static {
     /// The cart plus its checkout Idempotency-Key: the same key for the same cart until its
     /// intent ends (an order, a refusal, a change of the cart).
     fn checkout(&self, session: Session) -> BoxFuture<'_, Result<Checkout, BackendError>>;
+    /// Keeps the shopper's details as typed with the cart, so that a reload shows them again
+    /// (nothing is kept without a cart). Saving is idempotent: no key.
+    fn save_checkout_details(
+        &self,
+        session: Session,
+        details: DetailsDraft,
+    ) -> BoxFuture<'_, Result<(), BackendError>>;
     /// A new Idempotency-Key for a form the server renders.
     fn fresh_key(&self) -> String;
     /// How long the server keeps an Idempotency-Key, in seconds.

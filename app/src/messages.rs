@@ -15,6 +15,7 @@ pub const STILL_PROCESSING: &str = "still-processing";
 pub const NOT_PLACED: &str = "not-placed";
 pub const NOT_ACCEPTED: &str = "not-accepted";
 pub const CART_ADD_QUOTA: &str = "cart-add-quota";
+pub const INVALID_DETAILS: &str = "invalid-details";
 
 const TEXTS: &[(&str, &str)] = &[
     (SESSION_ENDED, "Your session had ended. Please check your cart and try again."),
@@ -36,6 +37,8 @@ const TEXTS: &[(&str, &str)] = &[
     ("pending-order-quota", "You have as many orders waiting for payment as the shop keeps open at once. Pay or cancel one of them, then place this order again."),
     ("client-pending-order-quota", "Many orders placed from your network are waiting for payment. The shop takes more once some of them are paid, cancelled or expired: please try again later."),
     ("rate-limited", "The shop is receiving too many requests from you right now. Wait a moment and try again."),
+    (INVALID_DETAILS, "Some of your details need fixing: see the fields marked below."),
+    ("idempotency-key-reused", "Your order was already sent with the details you entered first, and the shop places it with those. To change them, cancel that order in My orders and order again."),
     (CART_ADD_QUOTA, "You have changed your cart very often in the last hour. Please wait a while before adding more."),
 ];
 

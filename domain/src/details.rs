@@ -50,8 +50,8 @@ pub struct ShippingAddress {
     /// The person the parcel is for.
     pub name: String,
     pub line1: String,
-    /// A second address line; empty when there is none.
-    #[serde(default)]
+    /// A second address line; empty (or absent) when there is none.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub line2: String,
     pub postal_code: String,
     pub city: String,
@@ -67,6 +67,45 @@ pub struct ShippingAddress {
 pub struct DetailsDraft {
     pub email: String,
     pub shipping_address: ShippingAddress,
+}
+
+impl DetailsDraft {
+    /// The draft with each field cut one character past its bound: what a page keeps while
+    /// the shopper types, bounded in size, and still refused by [`Details::parse`] as too
+    /// long when it was.
+    pub fn bounded(&self) -> Self {
+        let cut = |value: &str, max: usize| value.chars().take(max + 1).collect::<String>();
+        let a = &self.shipping_address;
+        Self {
+            email: cut(&self.email, MAX_EMAIL),
+            shipping_address: ShippingAddress {
+                name: cut(&a.name, MAX_LINE),
+                line1: cut(&a.line1, MAX_LINE),
+                line2: cut(&a.line2, MAX_LINE),
+                postal_code: cut(&a.postal_code, MAX_POSTAL_CODE),
+                city: cut(&a.city, MAX_LINE),
+                country: cut(&a.country, 2),
+            },
+        }
+    }
+}
+
+impl ShippingAddress {
+    /// The address as a label shows it, one line each: name, street lines, postal code and
+    /// city, country.
+    pub fn lines(&self) -> Vec<String> {
+        let country = country_name(&self.country).unwrap_or(&self.country);
+        [
+            self.name.clone(),
+            self.line1.clone(),
+            self.line2.clone(),
+            format!("{} {}", self.postal_code, self.city),
+            country.to_owned(),
+        ]
+        .into_iter()
+        .filter(|line| !line.trim().is_empty())
+        .collect()
+    }
 }
 
 /// A field the shopper must fix, and what is wrong with it, in words for the shopper.
@@ -170,14 +209,19 @@ fn email(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Err("Enter your email address, for the order's confirmation.".to_owned());
     }
+    // The plain form of RFC 5322's address (no quoted local parts, no comments): what mail
+    // servers deliver, and what the mailer can write in a header.
+    let local_char = |c: char| c.is_alphanumeric() || "!#$%&'*+/=?^_`{|}~-".contains(c);
+    let dotted = |part: &str, ok: &dyn Fn(char) -> bool| {
+        part.split('.')
+            .all(|atom| !atom.is_empty() && atom.chars().all(ok))
+    };
+    let label_char = |c: char| c.is_alphanumeric() || c == '-';
     let shaped = value.split_once('@').is_some_and(|(local, domain)| {
-        !local.is_empty()
-            && local.len() <= 64
-            && !domain.contains('@')
+        local.len() <= 64
+            && dotted(local, &local_char)
             && domain.contains('.')
-            && !domain.starts_with('.')
-            && !domain.ends_with('.')
-            && !value.contains(char::is_whitespace)
+            && dotted(domain, &label_char)
     });
     if !shaped {
         return Err("Enter an email address like name@example.com.".to_owned());
@@ -243,6 +287,17 @@ mod tests {
     fn every_field_with_a_problem_is_named() {
         let mut d = draft();
         d.email = "ada at example".to_owned();
+        for wrong in [
+            "ada@example",
+            "ada@@example.com",
+            "a..b@example.com",
+            "ada@example..com",
+            "\"a\"@example.com",
+        ] {
+            let mut e = draft();
+            e.email = wrong.to_owned();
+            assert_eq!(fields(&e), ["email"], "{wrong}");
+        }
         d.shipping_address.name = "  ".to_owned();
         d.shipping_address.postal_code = "SW1Y;4JH".to_owned();
         d.shipping_address.country = "XX".to_owned();
@@ -272,5 +327,28 @@ mod tests {
         assert!(Details::parse(&d).is_ok());
         d.shipping_address.city = "é".repeat(MAX_LINE + 1);
         assert_eq!(fields(&d), ["shipping_address.city"]);
+    }
+
+    #[test]
+    fn a_bounded_draft_is_still_too_long() {
+        let mut d = draft();
+        d.shipping_address.city = "x".repeat(10_000);
+        let bounded = d.bounded();
+        assert_eq!(bounded.shipping_address.city.chars().count(), MAX_LINE + 1);
+        assert_eq!(fields(&bounded), ["shipping_address.city"]);
+    }
+
+    #[test]
+    fn an_address_reads_as_a_label() {
+        let lines = draft().shipping_address.lines();
+        assert_eq!(
+            lines,
+            [
+                "Ada Lovelace",
+                "12 St James's Square",
+                "SW1Y 4JH London",
+                "United Kingdom"
+            ]
+        );
     }
 }

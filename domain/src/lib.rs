@@ -58,17 +58,26 @@ pub struct Checkout {
     pub key: String,
     /// How long the server keeps a key: an intent older than this is never resumed.
     pub key_retention_secs: u64,
+    /// The shopper's details as last typed on this cart (empty the first time).
+    pub details: details::DetailsDraft,
 }
 
-/// The `POST /api/orders` body for a cart. The server's checkout builds it from the cart it
-/// holds, so a checkout and an API order of the same cart carry the same fingerprint.
-pub fn order_request(cart: &Cart) -> serde_json::Value {
+/// The `POST /api/orders` body for a cart and the shopper's checked details. The server's
+/// checkout builds it from the cart it holds and the details the page sent, so a checkout
+/// and an API order of the same cart and details carry the same fingerprint, and the same
+/// key with other details is another request (docs/protocol.md, "The shopper's details").
+pub fn order_request(cart: &Cart, details: &details::Details) -> serde_json::Value {
     let items: Vec<serde_json::Value> = cart
         .lines
         .iter()
         .map(|l| serde_json::json!({ "sku": l.sku, "quantity": l.quantity }))
         .collect();
-    serde_json::json!({ "items": items })
+    let draft = details.as_draft();
+    serde_json::json!({
+        "items": items,
+        "email": draft.email,
+        "shipping_address": draft.shipping_address,
+    })
 }
 
 /// The order page's data: the order, and fresh Idempotency-Keys for its payment and cancel
@@ -153,6 +162,24 @@ pub struct Order {
     /// Every status the order has had, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<StatusChange>,
+    /// Where the confirmation goes. Absent once the shop has forgotten the order's personal
+    /// data (docs/operations.md, "Personal data"), and from the shop's events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub email: Option<String>,
+    /// Where the parcel goes; absent when `email` is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shipping_address: Option<details::ShippingAddress>,
+}
+
+impl Order {
+    /// The order without the person: what the shop's events carry.
+    pub fn without_personal_data(&self) -> Self {
+        Self {
+            email: None,
+            shipping_address: None,
+            ..self.clone()
+        }
+    }
 }
 
 /// The order entered `status` at `at` (RFC 3339).

@@ -6,6 +6,12 @@
 //! * `POST /checkout` (the form, which works without wasm): the key in a hidden field, and
 //!   always a redirect, never an error page.
 //!
+//! Both doors carry the shopper's details (email, shipping address), and the order is the
+//! cart as the server holds it with the details as the page sent them: the key fingerprints
+//! both, so the same key with other details is `idempotency-key-reused`, never a second order
+//! nor an order with details the shopper did not send (docs/protocol.md, "The shopper's
+//! details").
+//!
 //! Only the cart's current key can place an order. A key the cart has moved past (another
 //! tab changed the cart, or ordered it) answers with what that key holds — its order, its
 //! refusal — or with `cart-changed`, and never orders a cart its page did not show. So two
@@ -27,22 +33,25 @@ use std::{
 
 use app::messages;
 use axum::{
+    body::Body,
     extract::{rejection::FormRejection, FromRef, State},
     http::{Method, StatusCode},
     response::{IntoResponse, Redirect, Response},
     routing::post,
     Form, Router,
 };
+use domain::details::{Details, DetailsDraft, ShippingAddress};
 use once_axum::{IdempotencyKey, IdempotentRequest};
 use once_core::FingerprintKeys;
 use serde::Deserialize;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use crate::{
-    cart,
+    cart, checkout_details,
     client_addr::ClientBucket,
     config::Config,
     error::ApiError,
+    extract::ApiJson,
     faults::FaultRequest,
     idempotency::{asking_for_itself, with_faults, Idempotency, RequestKey},
     openapi::IdempotencyKeyHeader,
@@ -99,15 +108,17 @@ pub enum Asking {
     FormWaiting,
 }
 
-/// Places the order for the session's cart under `key`, which must be the cart's current
-/// checkout key; any other key answers from what it holds.
+/// Places the order for the session's cart and `details` under `key`, which must be the
+/// cart's current checkout key; any other key answers from what it holds.
 pub async fn checkout_cart(
     checkout: &Checkout,
     faults: FaultRequest,
     placer: &Placer<'_>,
     key: IdempotencyKey,
+    details: &DetailsDraft,
     asking: Asking,
 ) -> Result<Response, ApiError> {
+    let details = Details::parse(details).map_err(ApiError::InvalidDetails)?;
     let session_id = placer.session_id;
     let mut idem = with_faults(&checkout.idem, faults);
     if asking == Asking::FormWaiting {
@@ -116,13 +127,13 @@ pub async fn checkout_cart(
     let db = &idem.db;
     let current = cart::current_key(db, session_id).await?;
     if current.as_deref() != Some(key.as_str()) {
-        return answer_for(&idem, session_id, &key).await;
+        return answer_for(&idem, session_id, &key, &details).await;
     }
     let cart = cart::read(db, session_id).await?;
     if cart.lines.is_empty() {
-        return answer_for(&idem, session_id, &key).await;
+        return answer_for(&idem, session_id, &key, &details).await;
     }
-    let body = domain::order_request(&cart);
+    let body = domain::order_request(&cart, &details);
     let new_order = NewOrder::parse(&body)?;
     let request = IdempotentRequest::new(
         &checkout.fingerprints,
@@ -143,16 +154,45 @@ pub async fn checkout_cart(
 
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything,
 /// answered and noted as a repeat by the executor; a key that holds nothing is a cart that
-/// changed.
+/// changed. An order it holds is answered only to the details it was placed with: the cart
+/// it was made of is gone, so the details are what is left of the request to compare.
 async fn answer_for(
     idem: &Idempotency,
     session_id: &str,
     key: &IdempotencyKey,
+    details: &Details,
 ) -> Result<Response, ApiError> {
     let held = idem
         .held_answer(session_id, key, orders::CREATE_ORDER)
         .await?;
-    Ok(held.unwrap_or_else(|| ApiError::CartChanged.into_response()))
+    let Some(held) = held else {
+        return Ok(ApiError::CartChanged.into_response());
+    };
+    if held.status() != StatusCode::CREATED {
+        return Ok(held);
+    }
+    let (parts, body) = held.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| ApiError::Internal(e.into()))?;
+    match placed_with(&bytes, details) {
+        true => Ok(Response::from_parts(parts, Body::from(bytes))),
+        false => Err(ApiError::IdempotencyKeyReused),
+    }
+}
+
+/// Whether the stored order was placed with `details`. An order whose person the shop has
+/// forgotten has nothing to compare, and is answered as it stands.
+fn placed_with(order: &[u8], details: &Details) -> bool {
+    let Ok(order) = serde_json::from_slice::<domain::Order>(order) else {
+        return true;
+    };
+    match (order.email, order.shipping_address) {
+        (Some(email), Some(address)) => {
+            email == details.email() && &address == details.shipping_address()
+        }
+        _ => true,
+    }
 }
 
 /// Order the session's cart, exactly once per cart (for the shop's own pages)
@@ -169,12 +209,19 @@ async fn answer_for(
     operation_id = "check_out_cart",
     tag = "orders",
     params(IdempotencyKeyHeader),
+    request_body(
+        content = DetailsDraft,
+        description = "The shopper's details; the order's lines are the cart's.",
+        example = json!({"email": "ada@example.com", "shipping_address": {"name": "Ada Lovelace",
+            "line1": "1 Main Street", "postal_code": "SW1Y 4JH", "city": "London", "country": "GB"}})
+    ),
     responses((status = 201, description = "The order made from the cart (or replayed).", body = domain::Order,
         headers(
             ("Location" = String, description = "The order's address, `/api/orders/{id}`."),
         ))),
     security(("session" = [])),
     extensions(("x-problems" = json!([
+        "unsupported-media-type", "malformed-json", "invalid-body", "invalid-details",
         "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
         "mixed-currencies", "pending-order-quota", "client-pending-order-quota",
         "rate-limited"
@@ -186,18 +233,44 @@ async fn place_order_api(
     ClientBucket(client): ClientBucket,
     key: RequestKey,
     faults: FaultRequest,
+    ApiJson(details): ApiJson<DetailsDraft>,
 ) -> Result<Response, ApiError> {
     let placer = Placer {
         session_id: &shopper.id,
         client,
     };
     let asking = Asking::Client { wait: key.wait };
-    checkout_cart(&checkout, faults, &placer, key.key, asking).await
+    checkout_cart(&checkout, faults, &placer, key.key, &details, asking).await
 }
 
+/// The no-wasm checkout form: the key, and the shopper's details field by field.
 #[derive(Deserialize)]
 struct CheckoutForm {
     idempotency_key: String,
+    email: String,
+    name: String,
+    line1: String,
+    #[serde(default)]
+    line2: String,
+    postal_code: String,
+    city: String,
+    country: String,
+}
+
+impl CheckoutForm {
+    fn details(&self) -> DetailsDraft {
+        DetailsDraft {
+            email: self.email.clone(),
+            shipping_address: ShippingAddress {
+                name: self.name.clone(),
+                line1: self.line1.clone(),
+                line2: self.line2.clone(),
+                postal_code: self.postal_code.clone(),
+                city: self.city.clone(),
+                country: self.country.clone(),
+            },
+        }
+    }
 }
 
 async fn place_order_form(
@@ -218,14 +291,46 @@ async fn place_order_form(
     let Ok(key) = IdempotencyKey::parse(&form.idempotency_key) else {
         return back_to_checkout(messages::FORM_INCOMPLETE);
     };
-    let placer = Placer {
-        session_id: &shopper.id,
-        client,
+    let details = form.details();
+    let answer = match Details::parse(&details) {
+        Ok(_) => place_from_form(&checkout, faults, &shopper.id, client, key, &details).await,
+        Err(_) => back_to_checkout(messages::INVALID_DETAILS),
     };
+    // Sent back to the checkout: the details are kept with the cart as typed, so that the
+    // page shows them again (each field's problem, when they need fixing). Kept only then:
+    // while an order of this cart is being written its row is locked, and a double click's
+    // second submit must not wait on it; an order placed drops the cart anyway.
+    if is_back_to_checkout(&answer) {
+        if let Err(e) = checkout_details::save(&checkout.idem.db, &shopper.id, &details).await {
+            tracing::warn!(error = %e, "keeping the checkout's details failed");
+        }
+    }
+    answer
+}
+
+/// The form's submit with checked details: an order, a refusal, or a wait for the first
+/// submit of the same key, as a redirect.
+async fn place_from_form(
+    checkout: &Checkout,
+    faults: FaultRequest,
+    session_id: &str,
+    client: Option<String>,
+    key: IdempotencyKey,
+    details: &DetailsDraft,
+) -> Response {
+    let placer = Placer { session_id, client };
     let started = Instant::now();
     let mut asking = Asking::Client { wait: None };
     loop {
-        let answer = checkout_cart(&checkout, faults.clone(), &placer, key.clone(), asking).await;
+        let answer = checkout_cart(
+            checkout,
+            faults.clone(),
+            &placer,
+            key.clone(),
+            details,
+            asking,
+        )
+        .await;
         asking = Asking::FormWaiting;
         match redirect_for(answer).await {
             Some(redirect) => return redirect,
@@ -233,6 +338,14 @@ async fn place_order_form(
             None => return back_to_checkout(messages::STILL_PROCESSING),
         }
     }
+}
+
+fn is_back_to_checkout(redirect: &Response) -> bool {
+    redirect
+        .headers()
+        .get("location")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|to| to.starts_with("/checkout"))
 }
 
 /// The form's redirect for an answer; `None` while the first submit is still running.

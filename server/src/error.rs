@@ -5,6 +5,7 @@ use axum::{
     http::{header, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
 };
+use domain::details::FieldProblem;
 use once_axum::{ProtocolError, Refusal, Reply};
 use serde::Serialize;
 
@@ -21,6 +22,9 @@ pub enum ApiError {
     IdempotencyKeyMalformed(#[from] once_core::KeyError),
     #[error("this Idempotency-Key was used for a different request")]
     IdempotencyKeyReused,
+    /// The shopper's details need fixing: each field, and what is wrong with it.
+    #[error("Some of your details need fixing: {}", fields_in_words(.0))]
+    InvalidDetails(Vec<FieldProblem>),
     #[error("a request with this Idempotency-Key is still being processed")]
     RequestInProgress,
     #[error("Your cart changed since this page was shown (perhaps in another tab). Please check it and place the order again.")]
@@ -103,9 +107,10 @@ impl ApiError {
             | Self::IdempotencyKeyMissing
             | Self::IdempotencyKeyMalformed(_)
             | Self::BadRequest { .. } => StatusCode::BAD_REQUEST,
-            Self::IdempotencyKeyReused | Self::CartChanged | Self::Unprocessable { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            Self::IdempotencyKeyReused
+            | Self::InvalidDetails(_)
+            | Self::CartChanged
+            | Self::Unprocessable { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             Self::Unauthorized { .. } => StatusCode::UNAUTHORIZED,
             Self::Refused { status, .. } => *status,
             Self::TooManyRequests { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -143,6 +148,7 @@ impl ApiError {
             Self::IdempotencyKeyMissing => "idempotency-key-missing",
             Self::IdempotencyKeyMalformed(_) => "idempotency-key-malformed",
             Self::IdempotencyKeyReused => "idempotency-key-reused",
+            Self::InvalidDetails(_) => "invalid-details",
             Self::RequestInProgress => "request-in-progress",
             Self::PaymentInProgress => "payment-in-progress",
             Self::CartChanged => "cart-changed",
@@ -168,6 +174,10 @@ impl ApiError {
             status: status.as_u16(),
             detail: self.to_string(),
             retryable: !self.is_stored(),
+            errors: match self {
+                Self::InvalidDetails(problems) => Some(problems.clone()),
+                _ => None,
+            },
         }
     }
 }
@@ -189,6 +199,19 @@ pub struct Problem {
     pub detail: String,
     /// Whether the same request with the same Idempotency-Key can still succeed.
     pub retryable: bool,
+    /// With `invalid-details`: each field to fix (`email`, `shipping_address.city`, …) and
+    /// what is wrong with it, in words for the shopper.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errors: Option<Vec<FieldProblem>>,
+}
+
+/// The fields of a refusal, for its `detail`: "email: Enter …; shipping_address.city: …".
+fn fields_in_words(problems: &[FieldProblem]) -> String {
+    let words: Vec<String> = problems
+        .iter()
+        .map(|p| format!("{}: {}", p.field, p.detail))
+        .collect();
+    words.join("; ")
 }
 
 impl IntoResponse for ApiError {

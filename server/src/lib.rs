@@ -10,6 +10,7 @@ pub mod callbacks;
 pub mod cart;
 pub mod catalog;
 pub mod checkout;
+pub mod checkout_details;
 pub mod cli;
 pub mod client_addr;
 pub mod config;

@@ -18,9 +18,12 @@ use app::{
     backend::{Backend, BackendError, BoxFuture, ShopBackend},
     shell, App,
 };
-use domain::{Cart, Checkout, Order, Product};
+use domain::{details::DetailsDraft, Cart, Checkout, Order, Product};
 
-use crate::{assets, cart, catalog, orders, page_deadline, refusals, session, state::AppState};
+use crate::{
+    assets, cart, catalog, checkout_details, orders, page_deadline, refusals, session,
+    state::AppState,
+};
 
 /// The page routes and server functions, with the backend in every request's context; any
 /// other path is a file of the site's assets or the 404 page.
@@ -161,15 +164,36 @@ impl ShopBackend for ServerBackend {
                     cart: Cart::default(),
                     key: cart::fresh_key(),
                     key_retention_secs: self.key_retention_secs(),
+                    details: DetailsDraft::default(),
                 });
             };
             let cart = cart::read(&self.db, &id).await.map_err(storage)?;
             let key = cart::checkout_key(&self.db, &id).await.map_err(shown)?;
+            let details = checkout_details::read(&self.db, &id)
+                .await
+                .map_err(storage)?;
             Ok(Checkout {
                 cart,
                 key,
                 key_retention_secs: self.key_retention_secs(),
+                details,
             })
+        })
+    }
+
+    fn save_checkout_details(
+        &self,
+        session: Session,
+        details: DetailsDraft,
+    ) -> BoxFuture<'_, Result<(), BackendError>> {
+        Box::pin(async move {
+            let Some(id) = existing_session_id(&session).await? else {
+                return Ok(());
+            };
+            checkout_details::save(&self.db, &id, &details)
+                .await
+                .map_err(storage)?;
+            Ok(())
         })
     }
 

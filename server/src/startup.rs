@@ -142,10 +142,15 @@ impl Application {
             self.state.config.idempotency_retention,
             PURGE_EVERY,
         ));
+        let config = &self.state.config;
+        let keep = retention::Retention {
+            keys: config.idempotency_retention,
+            unpaid_expiry: config.unpaid_order_expiry,
+            personal_data: config.personal_data_retention,
+        };
         let retention = tokio::spawn(retention::run_worker(
             self.state.db.clone(),
-            self.state.config.idempotency_retention,
-            self.state.config.unpaid_order_expiry,
+            keep,
             PURGE_EVERY,
         ));
         let samples = tokio::spawn(operator::samples::run_worker(

@@ -1,6 +1,7 @@
 pub mod add_to_cart;
 pub mod cart_count;
 pub mod cart_lines;
+pub mod details_fields;
 pub mod form_error;
 pub mod header;
 pub mod live;

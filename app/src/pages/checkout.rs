@@ -7,13 +7,17 @@ use crate::{
     components::{
         cart_count::announce,
         cart_lines::CartLines,
+        details_fields::DetailsFields,
         live::mark_live,
         preload::PreloadLazyIsland,
         status_line::{Notice, StatusLine},
     },
     messages, query,
 };
-use domain::{Checkout, Order};
+use domain::{
+    details::{Details, DetailsDraft, FieldProblem},
+    Checkout, Order,
+};
 use once_leptos::{
     reload_to, use_submit_once, KeyOwner, Messages, Options, Origin, Problem, Status,
 };
@@ -26,12 +30,10 @@ use once_leptos::{
 pub fn CheckoutPage() -> impl IntoView {
     let checkout = Resource::new(|| (), |_| get_checkout());
     // Only words the shop issues: the address carries a code (`crate::messages`).
-    let problem = move || {
-        use_query_map()
-            .read()
-            .get("problem")
-            .and_then(|code| messages::text(&code))
-    };
+    let code = move || use_query_map().read().get("problem");
+    let problem = move || code().and_then(|code| messages::text(&code));
+    // Sent back by the no-wasm form: the fields it kept are marked with their problems.
+    let fix_details = move || code().as_deref() == Some(messages::INVALID_DETAILS);
     view! {
         <Title text="Your cart · Once"/>
         <PreloadLazyIsland island="checkout_panel_loader_"/>
@@ -39,7 +41,10 @@ pub fn CheckoutPage() -> impl IntoView {
         {move || problem().map(|p| view! { <p class="error" role="alert">{p}</p> })}
         <Suspense fallback=|| view! { <p class="loading">"Loading your cart…"</p> }>
             <ErrorBoundary fallback=|_| view! { <p class="error" role="alert">"Your cart could not be loaded. Please reload."</p> }>
-                {move || Suspend::new(async move { checkout.await.map(|c| view! { <CheckoutPanel checkout=c/> }) })}
+                {move || Suspend::new(async move {
+                    let fix_details = fix_details();
+                    checkout.await.map(|c| view! { <CheckoutPanel checkout=c fix_details/> })
+                })}
             </ErrorBoundary>
         </Suspense>
     }
@@ -61,9 +66,19 @@ fn messages() -> Messages {
 /// cart on the screen and its key are out of date: ordering waits, and an older read that
 /// comes back later is dropped.
 #[island(lazy)]
-fn CheckoutPanel(checkout: Checkout) -> impl IntoView {
+fn CheckoutPanel(checkout: Checkout, fix_details: bool) -> impl IntoView {
     let edit = ServerAction::<SetCartQuantity>::new();
     provide_context(edit);
+    // The details outlive the form's renders: a change of the cart renders the form afresh,
+    // and what the shopper typed stays.
+    let details = Typed {
+        draft: RwSignal::new(checkout.details.clone()),
+        problems: RwSignal::new(match fix_details {
+            true => problems_of(&checkout.details),
+            false => Vec::new(),
+        }),
+    };
+    provide_context(details);
     let current = RwSignal::new(checkout);
     let reread = Reread {
         pending: RwSignal::new(false),
@@ -94,6 +109,17 @@ fn CheckoutPanel(checkout: Checkout) -> impl IntoView {
     move || view! { <CheckoutForm checkout=current.get()/> }
 }
 
+/// The shopper's details as typed, and the problems shown next to them.
+#[derive(Clone, Copy)]
+struct Typed {
+    draft: RwSignal<DetailsDraft>,
+    problems: RwSignal<Vec<FieldProblem>>,
+}
+
+fn problems_of(draft: &DetailsDraft) -> Vec<FieldProblem> {
+    Details::parse(draft).err().unwrap_or_default()
+}
+
 /// The cart's read after a change: whether one is on its way, and the number of the latest.
 #[derive(Clone, Copy)]
 struct Reread {
@@ -107,7 +133,9 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
         cart,
         key,
         key_retention_secs,
+        details: _,
     } = checkout;
+    let typed = expect_context::<Typed>();
     // What became of an earlier page's order, shown beside this cart instead of acting on it.
     let notice = RwSignal::new(None::<Notice>);
     let mut options = Options::new("checkout", key.clone(), KeyOwner::Server);
@@ -152,7 +180,21 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
                 "Your cart is being updated. Place the order once it shows the new quantities.";
             submit.status.set(Some(Status::Progress(wait.into())));
         } else {
-            submit.submit("/api/checkout", "{}".to_owned());
+            // Checked here with the server's own words, so a field to fix is said at once;
+            // the server checks again.
+            let draft = typed.draft.get_untracked();
+            match Details::parse(&draft) {
+                Ok(details) => {
+                    typed.problems.set(Vec::new());
+                    let body = serde_json::to_string(details.as_draft()).unwrap_or_default();
+                    submit.submit("/api/checkout", body);
+                }
+                Err(problems) => {
+                    typed.problems.set(problems);
+                    let fix = messages::text(messages::INVALID_DETAILS).unwrap_or_default();
+                    submit.status.set(Some(Status::Problem(fix.into())));
+                }
+            }
         }
     };
     view! {
@@ -163,8 +205,9 @@ fn CheckoutForm(checkout: Checkout) -> impl IntoView {
                 <a href="/">"Browse the shop"</a>
             }>
                 <CartLines cart=cart.clone() locked=submit.busy/>
-                <form method="post" action="/checkout" on:submit=on_submit class="checkout-form">
+                <form method="post" action="/checkout" on:submit=on_submit class="checkout-form" novalidate>
                     <input type="hidden" name="idempotency_key" value=key.clone() prop:value=move || submit.key.get()/>
+                    <DetailsFields details=typed.draft problems=typed.problems/>
                     <button
                         type="submit"
                         class="primary"

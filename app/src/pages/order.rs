@@ -8,8 +8,8 @@ use crate::{
     components::{live::mark_live, preload::PreloadLazyIsland, status_line::StatusLine},
 };
 use domain::{
-    format_money, format_time, Fulfillment, Order, OrderPage as OrderPageData, OrderStatus,
-    StatusChange,
+    details::ShippingAddress, format_money, format_time, Fulfillment, Order,
+    OrderPage as OrderPageData, OrderStatus, StatusChange,
 };
 use once_leptos::{pause, use_submit_once, KeyOwner, Messages, Options, Problem};
 
@@ -63,6 +63,8 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         fulfillment,
         created_at,
         history,
+        email,
+        shipping_address,
     } = order;
     let pay = (status == OrderStatus::PendingPayment).then_some(Payable {
         pay_key,
@@ -87,9 +89,34 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
                     <tfoot><tr><th>"Total"</th><th></th><th class="num">{format_money(total_cents, &currency)}</th></tr></tfoot>
                 </table>
             </OrderLive>
+            <Recipient email shipping_address/>
             <a href="/orders">"All my orders"</a>
         </div>
     }
+}
+
+/// Who the order is for and where it goes; said plainly once the shop has forgotten them.
+#[component]
+fn Recipient(email: Option<String>, shipping_address: Option<ShippingAddress>) -> impl IntoView {
+    let (Some(email), Some(address)) = (email, shipping_address) else {
+        return view! {
+            <p class="meta" data-testid="order-recipient">"No shipping details are kept for this order."</p>
+        }
+        .into_any();
+    };
+    let lines = address
+        .lines()
+        .into_iter()
+        .map(|line| view! { <span class="address-line">{line}</span> })
+        .collect_view();
+    view! {
+        <section class="recipient" data-testid="order-recipient" aria-labelledby="recipient-heading">
+            <h2 id="recipient-heading">"Shipping to"</h2>
+            <address data-testid="order-ship-to">{lines}</address>
+            <p class="meta">"Confirmation to " <span data-testid="order-email">{email}</span></p>
+        </section>
+    }
+    .into_any()
 }
 
 /// What paying or cancelling needs: the tab's first key for each and how long the server

@@ -15,7 +15,7 @@ pub const WAITING: Duration = Duration::from_secs(3);
 /// server's pool while it is held).
 const ORIGINALS: usize = 5;
 
-const ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":1}]}"#;
+const ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
 
 pub struct Storm<'s> {
     server: &'s Server,

@@ -30,6 +30,9 @@ pub struct Config {
     pub idempotency_retention: Duration,
     /// Completed answers kept in memory for repeats.
     pub answer_cache: AnswerCacheSettings,
+    /// How long a finished order (fulfilled or cancelled) keeps its shopper's email and
+    /// address before the shop forgets them (`PERSONAL_DATA_RETENTION_DAYS`, docs/operations.md).
+    pub personal_data_retention: Duration,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
     /// The payment provider's base URL.
@@ -205,6 +208,9 @@ impl Config {
             },
             idempotency_retention: Duration::from_secs(
                 var_or("IDEMPOTENCY_RETENTION_SECS", "86400").parse()?,
+            ),
+            personal_data_retention: Duration::from_secs(
+                86_400 * var_or("PERSONAL_DATA_RETENTION_DAYS", "90").parse::<u64>()?,
             ),
             answer_cache: AnswerCacheSettings {
                 max_bytes: var_or("ANSWER_CACHE_BYTES", "67108864").parse()?,

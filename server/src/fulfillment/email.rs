@@ -16,7 +16,7 @@ use once_events::HandlerError;
 use sqlx::{PgConnection, PgPool};
 use uuid::Uuid;
 
-use domain::format_money;
+use domain::{details::ShippingAddress, format_money};
 
 use crate::{error::ApiError, session::Shopper, state::AppState};
 
@@ -64,6 +64,9 @@ pub struct Line {
 #[template(path = "emails/order_confirmation.html")]
 pub struct ConfirmationHtml<'a> {
     pub subject: &'a str,
+    pub recipient: &'a str,
+    /// The shipping address, one line each; empty for an order placed without one.
+    pub ship_to: &'a [String],
     pub order_no: &'a str,
     pub shipment_no: &'a str,
     pub lines: &'a [Line],
@@ -74,6 +77,7 @@ pub struct ConfirmationHtml<'a> {
 #[template(path = "emails/order_confirmation.txt")]
 pub struct ConfirmationText<'a> {
     pub order_no: &'a str,
+    pub ship_to: &'a [String],
     pub shipment_no: &'a str,
     pub lines: &'a [Line],
     pub total: &'a str,
@@ -84,6 +88,10 @@ struct OrderFacts {
     order_no: String,
     currency: String,
     total_cents: i64,
+    /// The shopper's (`order_recipients`); `None` for an order placed before the checkout
+    /// asked for one.
+    email: Option<String>,
+    shipping_address: Option<sqlx::types::Json<ShippingAddress>>,
 }
 
 /// An email ready to queue.
@@ -107,7 +115,13 @@ pub async fn queue_confirmations(
     let orders: Vec<Uuid> = shipments.iter().map(|(order, _)| *order).collect();
     let facts: HashMap<Uuid, OrderFacts> = sqlx::query_as!(
         OrderFacts,
-        "SELECT id, order_no, currency, total_cents FROM orders WHERE id = ANY($1)",
+        r#"SELECT o.id, o.order_no, o.currency, o.total_cents, r.email AS "email?",
+                  CASE WHEN r.order_id IS NOT NULL THEN
+                       json_build_object('name', r.name, 'line1', r.line1, 'line2', r.line2,
+                                         'postal_code', r.postal_code, 'city', r.city, 'country', r.country)
+                  END AS "shipping_address?: sqlx::types::Json<ShippingAddress>"
+             FROM orders o LEFT JOIN order_recipients r ON r.order_id = o.id
+            WHERE o.id = ANY($1)"#,
         &orders[..]
     )
     .fetch_all(&mut *tx)
@@ -150,8 +164,19 @@ fn render(
 ) -> Result<Confirmation, askama::Error> {
     let total = format_money(order.total_cents, &order.currency);
     let subject = format!("Your order {} has shipped", order.order_no);
+    let recipient = order
+        .email
+        .clone()
+        .unwrap_or_else(|| unnamed_recipient(&order.order_no));
+    let ship_to = order
+        .shipping_address
+        .as_ref()
+        .map(|a| a.lines())
+        .unwrap_or_default();
     let html = ConfirmationHtml {
         subject: &subject,
+        recipient: &recipient,
+        ship_to: &ship_to,
         order_no: &order.order_no,
         shipment_no,
         lines,
@@ -160,6 +185,7 @@ fn render(
     .render()?;
     let text = ConfirmationText {
         order_no: &order.order_no,
+        ship_to: &ship_to,
         shipment_no,
         lines,
         total: &total,
@@ -167,7 +193,7 @@ fn render(
     .render()?;
     Ok(Confirmation {
         order_id: order.id,
-        recipient: recipient(&order.order_no),
+        recipient,
         subject,
         html,
         text,
@@ -197,6 +223,8 @@ async fn insert(tx: &mut PgConnection, emails: &[Confirmation]) -> Result<(), sq
     Ok(())
 }
 
-fn recipient(order_no: &str) -> String {
+/// The address of an order placed before the checkout asked for one: a mailbox of the
+/// shop's test domain, never a person's.
+fn unnamed_recipient(order_no: &str) -> String {
     format!("order-{}@shoppers.once.test", order_no.to_ascii_lowercase())
 }

@@ -96,6 +96,9 @@ pub const PROBLEM_TYPES: &[ProblemType] = &[
     problem("invalid-order", 422,
         "The order breaks a limit: 1 to 20 lines, quantities 1 to 99, each sku once.",
         "quantity of MUG-001 must be between 1 and 99"),
+    problem("invalid-details", 422,
+        "The shopper's email or shipping address needs fixing: `errors` names each field (`email`, `shipping_address.postal_code`, …) with what is wrong, in words to show next to it. Nothing was stored; send the fixed details with the same key.",
+        "Some of your details need fixing: email: Enter an email address like name@example.com."),
     problem("unknown-sku", 422,
         "An item names a product the shop does not sell.",
         "there is no product NOPE-1"),
@@ -181,6 +184,7 @@ const REFUSED_BEFORE_THE_KEY: &[&str] = &[
     "malformed-json",
     "invalid-body",
     "invalid-order",
+    "invalid-details",
     "invalid-card",
     "payload-too-large",
 ];

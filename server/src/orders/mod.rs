@@ -3,6 +3,7 @@
 
 pub mod cancel;
 mod new_order;
+pub mod personal_data;
 pub mod store;
 
 use std::sync::Arc;
@@ -55,7 +56,10 @@ pub fn router() -> OpenApiRouter<AppState> {
     params(IdempotencyKeyHeader),
     request_body(
         content = NewOrderBody,
-        example = json!({"items": [{"sku": "MUG-001", "quantity": 2}, {"sku": "PEN-005", "quantity": 1}]})
+        example = json!({"items": [{"sku": "MUG-001", "quantity": 2}, {"sku": "PEN-005", "quantity": 1}],
+            "email": "ada@example.com",
+            "shipping_address": {"name": "Ada Lovelace", "line1": "1 Main Street",
+                "postal_code": "SW1Y 4JH", "city": "London", "country": "GB"}})
     ),
     responses((
         status = 201,
@@ -68,7 +72,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "unsupported-media-type",
-        "malformed-json", "invalid-body", "invalid-order", "unknown-sku", "out-of-stock",
+        "malformed-json", "invalid-body", "invalid-order", "invalid-details", "unknown-sku", "out-of-stock",
         "mixed-currencies", "payload-too-large", "pending-order-quota", "client-pending-order-quota",
         "rate-limited"
     ]))),

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 
+use domain::details::{Details, DetailsDraft, ShippingAddress};
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -13,6 +14,8 @@ pub const MAX_QUANTITY: i64 = 99;
 #[derive(Clone, Debug)]
 pub struct NewOrder {
     pub lines: Vec<NewLine>,
+    /// Who is buying and where the parcel goes, checked.
+    pub details: Details,
 }
 
 #[derive(Clone, Debug)]
@@ -28,6 +31,12 @@ pub struct NewOrderBody {
     /// 1 to 20 lines, each sku once.
     #[schema(min_items = 1, max_items = 20)]
     items: Vec<NewOrderLine>,
+    /// Where the order's confirmation goes: one line, shaped like `name@example.com`, at
+    /// most 254 characters.
+    #[schema(max_length = 254, example = "ada@example.com")]
+    email: String,
+    /// Where the parcel goes. Each field is one line; `country` is one the shop ships to.
+    shipping_address: ShippingAddress,
 }
 
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -74,6 +83,13 @@ impl NewOrder {
         if body.items.len() > MAX_LINES {
             return Err(invalid(format!("an order has at most {MAX_LINES} lines")));
         }
+        // The shopper's details are checked first: each field's problem comes back in one
+        // answer, whatever else is wrong with the lines.
+        let details = Details::parse(&DetailsDraft {
+            email: body.email,
+            shipping_address: body.shipping_address,
+        })
+        .map_err(ApiError::InvalidDetails)?;
         let mut seen = HashSet::new();
         let lines = body
             .items
@@ -108,7 +124,7 @@ impl NewOrder {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Self { lines })
+        Ok(Self { lines, details })
     }
 
     pub fn skus(&self) -> Vec<String> {
@@ -125,22 +141,34 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// An order body: `items` and a shopper's details.
+    fn body(items: serde_json::Value) -> serde_json::Value {
+        json!({
+            "items": items,
+            "email": "ada@example.com",
+            "shipping_address": {"name": "Ada Lovelace", "line1": "1 Main Street",
+                                 "postal_code": "SW1Y 4JH", "city": "London", "country": "GB"},
+        })
+    }
+
     #[test]
     fn a_valid_body_parses() {
-        let order =
-            NewOrder::parse(&json!({"items": [{"sku": "MUG-001", "quantity": 2}]})).unwrap();
+        let order = NewOrder::parse(&body(json!([{"sku": "MUG-001", "quantity": 2}]))).unwrap();
         assert_eq!(order.lines[0].sku, "MUG-001");
         assert_eq!(order.lines[0].quantity, 2);
+        assert_eq!(order.details.email(), "ada@example.com");
     }
 
     #[test]
     fn limits_are_enforced() {
         for body in [
-            json!({"items": []}),
-            json!({"items": [{"sku": "MUG-001", "quantity": 0}]}),
-            json!({"items": [{"sku": "MUG-001", "quantity": 100}]}),
-            json!({"items": [{"sku": "MUG-001", "quantity": 1}, {"sku": "MUG-001", "quantity": 1}]}),
-            json!({"items": (0..21).map(|i| json!({"sku": format!("S{i}"), "quantity": 1})).collect::<Vec<_>>()}),
+            body(json!([])),
+            body(json!([{"sku": "MUG-001", "quantity": 0}])),
+            body(json!([{"sku": "MUG-001", "quantity": 100}])),
+            body(json!([{"sku": "MUG-001", "quantity": 1}, {"sku": "MUG-001", "quantity": 1}])),
+            body(json!((0..21)
+                .map(|i| json!({"sku": format!("S{i}"), "quantity": 1}))
+                .collect::<Vec<_>>())),
         ] {
             assert_eq!(NewOrder::parse(&body).unwrap_err().status(), 422, "{body}");
         }
@@ -150,10 +178,11 @@ mod tests {
     fn wrong_shapes_are_bad_requests() {
         for body in [
             json!([]),
-            json!({"items": "x"}),
-            json!({"items": [{"sku": 1, "quantity": 1}]}),
-            json!({"items": [{"sku": "A", "quantity": 1.5}]}),
-            json!({"items": [{"sku": "A", "quantity": "2"}]}),
+            body(json!("x")),
+            body(json!([{"sku": 1, "quantity": 1}])),
+            body(json!([{"sku": "A", "quantity": 1.5}])),
+            body(json!([{"sku": "A", "quantity": "2"}])),
+            json!({"items": [{"sku": "A", "quantity": 1}]}),
         ] {
             assert_eq!(NewOrder::parse(&body).unwrap_err().status(), 400, "{body}");
         }
@@ -161,10 +190,23 @@ mod tests {
 
     #[test]
     fn a_whole_number_written_as_a_float_is_a_quantity() {
-        let order =
-            NewOrder::parse(&json!({"items": [{"sku": "MUG-001", "quantity": 2.0}]})).unwrap();
+        let order = NewOrder::parse(&body(json!([{"sku": "MUG-001", "quantity": 2.0}]))).unwrap();
         assert_eq!(order.lines[0].quantity, 2);
-        let huge = json!({"items": [{"sku": "MUG-001", "quantity": 1e300}]});
+        let huge = body(json!([{"sku": "MUG-001", "quantity": 1e300}]));
         assert_eq!(NewOrder::parse(&huge).unwrap_err().status(), 400);
+    }
+
+    #[test]
+    fn details_that_need_fixing_are_named_in_one_answer() {
+        let mut wrong = body(json!([{"sku": "MUG-001", "quantity": 1}]));
+        wrong["email"] = json!("ada");
+        wrong["shipping_address"]["country"] = json!("XX");
+        match NewOrder::parse(&wrong).unwrap_err() {
+            ApiError::InvalidDetails(problems) => {
+                let fields: Vec<_> = problems.iter().map(|p| p.field.as_str()).collect();
+                assert_eq!(fields, ["email", "shipping_address.country"]);
+            }
+            other => panic!("expected invalid-details, got {other:?}"),
+        }
     }
 }

@@ -7,7 +7,10 @@ use serde_json::json;
 use sqlx::{types::Json, PgConnection, PgPool};
 use uuid::Uuid;
 
-use domain::{Fulfillment, Order, OrderItem, OrderStatus, StatusChange};
+use domain::{
+    details::{Details, ShippingAddress},
+    Fulfillment, Order, OrderItem, OrderStatus, StatusChange,
+};
 
 use super::NewOrder;
 use once_axum::PgTx;
@@ -221,6 +224,7 @@ async fn create(
     .fetch_one(&mut *tx)
     .await?;
     insert_items(tx, id, &items).await?;
+    insert_recipient(tx, id, &new.details).await?;
 
     let created_at = created.created_at.to_rfc3339();
     let order = Order {
@@ -237,8 +241,12 @@ async fn create(
             status: OrderStatus::PendingPayment,
             at: created_at,
         }],
+        email: Some(new.details.email().to_owned()),
+        shipping_address: Some(new.details.shipping_address().clone()),
     };
-    outbox::record(tx, "order", id, "order.created", json!({ "order": &order })).await?;
+    // The shop's events carry no person: a consumer that needs one reads the order.
+    let event = json!({ "order": order.without_personal_data() });
+    outbox::record(tx, "order", id, "order.created", event).await?;
     Ok(Ok(order))
 }
 
@@ -307,6 +315,31 @@ async fn insert_items(
     Ok(())
 }
 
+/// The order's recipient, beside it (`order_recipients`): the row the purge of personal data
+/// deletes, leaving the order's books.
+async fn insert_recipient(
+    tx: &mut PgConnection,
+    order_id: Uuid,
+    details: &Details,
+) -> Result<(), sqlx::Error> {
+    let a = details.shipping_address();
+    sqlx::query!(
+        "INSERT INTO order_recipients (order_id, email, name, line1, line2, postal_code, city, country)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+        order_id,
+        details.email(),
+        a.name,
+        a.line1,
+        a.line2,
+        a.postal_code,
+        a.city,
+        a.country,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
 #[derive(Debug)]
 struct OrderRow {
     id: Uuid,
@@ -320,6 +353,8 @@ struct OrderRow {
     shipment_no: Option<i64>,
     has_email: bool,
     history: Json<Vec<StatusChange>>,
+    email: Option<String>,
+    shipping_address: Option<Json<ShippingAddress>>,
 }
 
 impl From<OrderRow> for Order {
@@ -338,6 +373,8 @@ impl From<OrderRow> for Order {
                 email_url: row.has_email.then(|| format!("/orders/{}/email", row.id)),
             }),
             history: row.history.0,
+            email: row.email,
+            shipping_address: row.shipping_address.map(|a| a.0),
         }
     }
 }
@@ -362,11 +399,17 @@ async fn select(
                   (SELECT coalesce(json_agg(json_build_object('status', h.status,
                                               'at', to_char(h.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'))
                                             ORDER BY h.id), '[]')
-                     FROM order_status_changes h WHERE h.order_id = o.id) AS "history!: Json<Vec<StatusChange>>"
+                     FROM order_status_changes h WHERE h.order_id = o.id) AS "history!: Json<Vec<StatusChange>>",
+                  r.email AS "email?",
+                  CASE WHEN r.order_id IS NOT NULL THEN
+                       json_build_object('name', r.name, 'line1', r.line1, 'line2', r.line2,
+                                         'postal_code', r.postal_code, 'city', r.city, 'country', r.country)
+                  END AS "shipping_address?: Json<ShippingAddress>"
              FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
                            LEFT JOIN fulfillments f ON f.order_id = o.id
+                           LEFT JOIN order_recipients r ON r.order_id = o.id
             WHERE o.session_id = $1 AND ($2::uuid IS NULL OR o.id = $2)
-            GROUP BY o.id, f.id
+            GROUP BY o.id, f.id, r.order_id
             ORDER BY o.created_at DESC, o.order_no DESC
             LIMIT 200"#,
         session_id,

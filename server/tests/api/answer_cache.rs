@@ -10,7 +10,7 @@ use tokio::sync::Barrier;
 
 use crate::helpers::*;
 
-const OTHER_ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":3}]}"#;
+const OTHER_ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":3}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
 
 async fn replayed(response: reqwest::Response) -> (u16, String) {
     assert_eq!(response.headers()["idempotent-replayed"], "true");
@@ -175,10 +175,9 @@ async fn run_story(instances: &[TestApp]) -> Vec<Vec<Seen>> {
                 barrier.clone(),
             );
             let key = format!("story-{}", step.key);
-            let body = format!(
-                r#"{{"items":[{{"sku":"MUG-001","quantity":{}}}]}}"#,
-                step.quantity
-            );
+            let body =
+                order_with(serde_json::json!([{"sku": "MUG-001", "quantity": step.quantity}]))
+                    .to_string();
             async move {
                 barrier.wait().await;
                 let prefer = [("prefer", "wait=10")];

@@ -191,7 +191,7 @@ async fn every_shop_and_console_page_links_the_files_the_build_named() {
         &shopper,
         &app,
         Some("links-order"),
-        r#"{"items":[{"sku":"MUG-001","quantity":1}]}"#,
+        r#"{"items":[{"sku":"MUG-001","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#,
     )
     .await;
     assert_eq!(order.status(), 201);

@@ -181,7 +181,7 @@ async fn a_cart_changed_while_its_checkout_runs_is_not_ordered_twice() {
             .client
             .post(app.url("/api/checkout"))
             .header("idempotency-key", tab_a.as_str())
-            .json(&serde_json::json!({}));
+            .json(&details());
         tokio::spawn(async move { request.send().await.unwrap() })
     };
     app.wait_for_lock_waiters(1, "tab A waits on the stalled insert")
@@ -207,7 +207,7 @@ async fn a_cart_changed_while_its_checkout_runs_is_not_ordered_twice() {
             client
                 .post(format!("{base}/api/checkout"))
                 .header("idempotency-key", key)
-                .json(&serde_json::json!({}))
+                .json(&details())
                 .send()
                 .await
                 .unwrap()

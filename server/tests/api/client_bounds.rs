@@ -202,6 +202,7 @@ async fn the_checkout_counts_against_the_clients_quota_through_either_door() {
     let refused = tabs[2]
         .post(app.url("/api/checkout"))
         .header("idempotency-key", key)
+        .json(&details())
         .send()
         .await
         .unwrap();

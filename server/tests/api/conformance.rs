@@ -11,7 +11,9 @@ use once_axum::conformance::{
 use reqwest::Client;
 use serde_json::{json, Value};
 
-use crate::helpers::{admin_url, shopper, spawn_app_with_faults, TestApp, TestDatabase};
+use crate::helpers::{
+    admin_url, order_with, shopper, spawn_app_with_faults, TestApp, TestDatabase,
+};
 
 const LEASE: Duration = Duration::from_secs(2);
 /// The retention of the app whose keys the suite waits out (longer than the lease).
@@ -29,11 +31,11 @@ impl Subject for Shop {
     }
 
     fn body(&self, _op: usize, n: u32) -> Value {
-        json!({ "items": [{ "sku": "MUG-001", "quantity": n }] })
+        order_with(json!([{ "sku": "MUG-001", "quantity": n }]))
     }
 
     fn refusal(&self, _op: usize) -> Option<Value> {
-        Some(json!({ "items": [{ "sku": "NO-SUCH-SKU", "quantity": 1 }] }))
+        Some(order_with(json!([{ "sku": "NO-SUCH-SKU", "quantity": 1 }])))
     }
 
     async fn send(&self, client: &Client, call: Call<'_>) -> reqwest::Response {

@@ -217,7 +217,7 @@ async fn an_order_is_served_whole_or_not_at_all() {
     app.admin_db("UPDATE products SET stock = 1 WHERE sku = 'LAMP-008'")
         .await;
     app.paid_order_for(
-        r#"{"items":[{"sku":"MUG-001","quantity":2},{"sku":"LAMP-008","quantity":1}]}"#,
+        r#"{"items":[{"sku":"MUG-001","quantity":2},{"sku":"LAMP-008","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#,
     )
     .await;
     app.admin_db("UPDATE products SET stock = 0 WHERE sku = 'LAMP-008'")

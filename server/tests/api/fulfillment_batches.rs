@@ -7,10 +7,9 @@ use uuid::Uuid;
 
 use crate::helpers::*;
 
-const ONE_MUG: &str = r#"{"items":[{"sku":"MUG-001","quantity":1}]}"#;
-const TWO_MUGS: &str = r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#;
-const TWO_MUGS_AND_A_LAMP: &str =
-    r#"{"items":[{"sku":"MUG-001","quantity":2},{"sku":"LAMP-008","quantity":1}]}"#;
+const ONE_MUG: &str = r#"{"items":[{"sku":"MUG-001","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
+const TWO_MUGS: &str = r#"{"items":[{"sku":"MUG-001","quantity":2}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
+const TWO_MUGS_AND_A_LAMP: &str = r#"{"items":[{"sku":"MUG-001","quantity":2},{"sku":"LAMP-008","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
 
 /// The `order.paid` event the payment of `order` recorded.
 async fn paid_event(app: &TestApp, order: Uuid) -> Event {

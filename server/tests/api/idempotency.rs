@@ -99,7 +99,9 @@ async fn repeat_with_the_same_request_replays_the_stored_response_byte_for_byte(
     let first_body = first.bytes().await.unwrap();
 
     // Same request, other key order and whitespace, and the structured-field key form.
-    let same = "{ \"items\": [ { \"quantity\": 2, \"sku\": \"MUG-001\" } ] }";
+    let same = r#"{ "shipping_address": {"country":"GB","city":"London","postal_code":"SW1Y 4JH",
+        "line1":"1 Main Street","name":"Ada Lovelace"}, "email": "ada@example.com",
+        "items": [ { "quantity": 2, "sku": "MUG-001" } ] }"#;
     let again = post_order(&app.client, &app, Some("\"replay-1\""), same).await;
     assert_eq!(again.status(), 201);
     assert_eq!(again.headers()["idempotent-replayed"], "true");
@@ -114,7 +116,7 @@ async fn repeat_with_the_same_request_replays_the_stored_response_byte_for_byte(
 async fn repeat_with_a_different_request_is_422_and_executes_nothing() {
     let app = spawn_app().await;
     post_order(&app.client, &app, Some("reuse-1"), MUG_ORDER).await;
-    let other = r#"{"items":[{"sku":"MUG-001","quantity":3}]}"#;
+    let other = r#"{"items":[{"sku":"MUG-001","quantity":3}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     let response = post_order(&app.client, &app, Some("reuse-1"), other).await;
     let body = assert_problem(response, 422, "idempotency-key-reused").await;
     assert_eq!(body["retryable"], false);
@@ -267,7 +269,7 @@ async fn a_transient_failure_leaves_failed_and_the_same_key_then_succeeds() {
 #[tokio::test]
 async fn a_definitive_business_refusal_is_stored_and_replayed() {
     let app = spawn_app().await;
-    let unknown = r#"{"items":[{"sku":"NOPE-404","quantity":1}]}"#;
+    let unknown = r#"{"items":[{"sku":"NOPE-404","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     let first = post_order(&app.client, &app, Some("refused-1"), unknown).await;
     let first = assert_problem(first, 422, "unknown-sku").await;
     let again = post_order(&app.client, &app, Some("refused-1"), unknown).await;
@@ -280,7 +282,7 @@ async fn a_definitive_business_refusal_is_stored_and_replayed() {
     );
     assert_eq!(app.count("orders").await, 0);
 
-    let too_many = r#"{"items":[{"sku":"LAMP-008","quantity":99}]}"#;
+    let too_many = r#"{"items":[{"sku":"LAMP-008","quantity":99}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     assert_problem(
         post_order(&app.client, &app, Some("refused-2"), too_many).await,
         422,

@@ -17,6 +17,7 @@ mod console_guard;
 mod console_pages;
 mod cross_site;
 mod dead_letters;
+mod details;
 mod event_chain_schema;
 mod fn_properties;
 mod foundation;

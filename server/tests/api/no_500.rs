@@ -17,7 +17,7 @@ async fn assert_nothing_stored(app: &TestApp) {
 #[tokio::test]
 async fn a_nul_in_a_sku_is_refused_before_the_key_is_claimed_every_time() {
     let app = spawn_app().await;
-    let body = r#"{"items":[{"sku":"MUG\u0000-001","quantity":1}]}"#;
+    let body = r#"{"items":[{"sku":"MUG\u0000-001","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     for _ in 0..2 {
         let response = post_order(&app.client, &app, Some("nul-sku"), body).await;
         assert_problem(response, 422, "unknown-sku").await;

@@ -62,8 +62,8 @@ async fn mixed_keys_and_payloads_under_load_keep_one_order_per_key() {
     let app = spawn_app().await;
     let bodies = [
         MUG_ORDER,
-        r#"{"items":[{"sku":"TEE-002","quantity":1},{"sku":"NOTE-003","quantity":3}]}"#,
-        r#"{"items":[{"sku":"NOPE","quantity":1}]}"#,
+        r#"{"items":[{"sku":"TEE-002","quantity":1},{"sku":"NOTE-003","quantity":3}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#,
+        r#"{"items":[{"sku":"NOPE","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#,
     ];
     let requests: Vec<_> = (0..60)
         .map(|i| {
@@ -155,7 +155,7 @@ async fn orders_are_listed_newest_first_and_shown_by_id() {
         &app.client,
         &app,
         Some("list-2"),
-        r#"{"items":[{"sku":"TEE-002","quantity":1}]}"#,
+        r#"{"items":[{"sku":"TEE-002","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#,
     )
     .await
     .json()

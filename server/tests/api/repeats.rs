@@ -44,7 +44,7 @@ async fn a_replay_and_a_reused_key_are_answered_without_writing() {
     let replay = post_order(&app.client, &app, Some("read-1"), MUG_ORDER).await;
     assert_eq!(replay.status(), 201);
     assert_eq!(replay.headers()["idempotent-replayed"], "true");
-    let other = r#"{"items":[{"sku":"MUG-001","quantity":3}]}"#;
+    let other = r#"{"items":[{"sku":"MUG-001","quantity":3}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     let reused = post_order(&app.client, &app, Some("read-1"), other).await;
     assert_problem(reused, 422, "idempotency-key-reused").await;
 

@@ -177,7 +177,7 @@ async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
     app.add_to_cart(&app.client, "MUG-001", 1).await;
     let keyed = shopper();
     app.open_session(&keyed).await;
-    let refused = r#"{"items":[{"sku":"NO-SUCH-SKU","quantity":1}]}"#;
+    let refused = r#"{"items":[{"sku":"NO-SUCH-SKU","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     let refused = post_order(&keyed, &app, Some("refused-once"), refused).await;
     assert_eq!(
         refused.status(),
@@ -202,7 +202,7 @@ async fn sessions_opened_by_reads_and_never_used_are_forgotten() {
     );
     assert_eq!(app.count(sessions).await, 2);
     assert_eq!(app.cart(&app.client).await["lines"][0]["quantity"], 1);
-    let refused = r#"{"items":[{"sku":"NO-SUCH-SKU","quantity":1}]}"#;
+    let refused = r#"{"items":[{"sku":"NO-SUCH-SKU","quantity":1}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
     let again = post_order(&keyed, &app, Some("refused-once"), refused).await;
     assert_eq!(
         again.headers()["idempotent-replayed"],

@@ -1,6 +1,6 @@
 //! Helpers for checkout tests: the cart, the checkout page's key, and both checkout doors.
 
-use super::TestApp;
+use super::{details, TestApp, DETAILS_FORM};
 
 pub async fn add_mugs(app: &TestApp, client: &reqwest::Client) {
     app.add_to_cart(client, "MUG-001", 2).await;
@@ -12,9 +12,9 @@ pub fn form_request(
     key: &str,
     held_at: Option<&str>,
 ) -> reqwest::RequestBuilder {
-    let request = client
-        .post(app.url("/checkout"))
-        .form(&[("idempotency_key", key)]);
+    let mut form = vec![("idempotency_key", key)];
+    form.extend_from_slice(DETAILS_FORM);
+    let request = client.post(app.url("/checkout")).form(&form);
     match held_at {
         Some(gate) => request.header("once-test-hold", gate),
         None => request,
@@ -78,7 +78,7 @@ pub fn checkout_api_with(
         .client
         .post(app.url("/api/checkout"))
         .header("idempotency-key", key)
-        .json(&serde_json::json!({}));
+        .json(&details());
     for (name, value) in headers {
         request = request.header(*name, *value);
     }

@@ -224,7 +224,34 @@ pub async fn assert_problem(
     body
 }
 
-pub const MUG_ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":2}]}"#;
+/// A shopper's details, as an order request and the checkout's API door carry them.
+pub fn details() -> serde_json::Value {
+    serde_json::json!({
+        "email": "ada@example.com",
+        "shipping_address": {"name": "Ada Lovelace", "line1": "1 Main Street",
+                             "postal_code": "SW1Y 4JH", "city": "London", "country": "GB"},
+    })
+}
+
+/// An order request for `items` with the shopper's [`details`].
+pub fn order_with(items: serde_json::Value) -> serde_json::Value {
+    let mut body = details();
+    body["items"] = items;
+    body
+}
+
+/// The same details as the no-wasm checkout form posts them.
+pub const DETAILS_FORM: &[(&str, &str)] = &[
+    ("email", "ada@example.com"),
+    ("name", "Ada Lovelace"),
+    ("line1", "1 Main Street"),
+    ("line2", ""),
+    ("postal_code", "SW1Y 4JH"),
+    ("city", "London"),
+    ("country", "GB"),
+];
+
+pub const MUG_ORDER: &str = r#"{"items":[{"sku":"MUG-001","quantity":2}],"email":"ada@example.com","shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH","city":"London","country":"GB"}}"#;
 
 /// `POST /api/orders` with a key (none if `None`) and a raw JSON body.
 pub async fn post_order(
