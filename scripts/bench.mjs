@@ -76,7 +76,7 @@ function post(path, key, body) {
 
 const orders = [];
 const created = await drive(async (i) => {
-  const { status, json } = await post('/api/orders', `order-${run}-${i}`, { items: [{ sku: 'MUG-001', quantity: 1 }] });
+  const { status, json } = await post('/api/orders', `order-${run}-${i}`, { items: [{ sku: 'MUG-001', quantity: 1 }], email: 'ada@example.com', shipping_address: { name: 'Ada Lovelace', line1: '1 Main Street', postal_code: 'SW1Y 4JH', city: 'London', country: 'GB' } });
   orders[i] = json?.id;
   return { status, ok: status === 201 };
 });

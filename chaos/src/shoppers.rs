@@ -368,7 +368,12 @@ fn random_order() -> serde_json::Value {
         .iter()
         .map(|sku| serde_json::json!({ "sku": sku, "quantity": rng.random_range(1..=3) }))
         .collect();
-    serde_json::json!({ "items": items })
+    serde_json::json!({
+        "items": items,
+        "email": "shopper@example.com",
+        "shipping_address": {"name": "A Shopper", "line1": "1 Main Street",
+                             "postal_code": "10115", "city": "Berlin", "country": "DE"},
+    })
 }
 
 async fn pause_before_retry(attempt: u32) {

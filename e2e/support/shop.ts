@@ -26,6 +26,29 @@ export async function addToCart(page: Page, sku: string, quantity = 1, base = ''
     headers: { accept: 'application/json' },
   });
   expect(response.ok()).toBeTruthy();
+  await keepDetails(page, base);
+}
+
+/** Keeps {@link DETAILS} with this page's cart, as the checkout page does while the shopper
+ * types them, so that its checkout carries them (a cart's details go when it is ordered). */
+export async function keepDetails(page: Page, base = '') {
+  const a = DETAILS.shipping_address;
+  const response = await page.request.post(`${base}/_fn/save_checkout_details`, {
+    form: { email: DETAILS.email, name: a.name, line1: a.line1, line2: '', postal_code: a.postal_code, city: a.city, country: a.country },
+    headers: { accept: 'application/json' },
+  });
+  expect(response.ok()).toBeTruthy();
+}
+
+/** Types `details` into the checkout page's fields, as a shopper does. */
+export async function typeDetails(page: Page, details = DETAILS) {
+  const a = details.shipping_address;
+  await page.getByLabel('Email, for the order\'s confirmation').fill(details.email);
+  await page.getByLabel('Full name').fill(a.name);
+  await page.getByLabel('Street and number').fill(a.line1);
+  await page.getByLabel('Postal code').fill(a.postal_code);
+  await page.getByLabel('City').fill(a.city);
+  await page.getByLabel('Country').selectOption(a.country);
 }
 
 export async function hydrated(page: Page) {
@@ -39,6 +62,12 @@ export async function orders(page: Page, base = ''): Promise<any[]> {
   return response.json();
 }
 
+/** A shopper's details, as an order request carries them. */
+export const DETAILS = {
+  email: 'ada@example.com',
+  shipping_address: { name: 'Ada Lovelace', line1: '1 Main Street', postal_code: 'SW1Y 4JH', city: 'London', country: 'GB' },
+};
+
 /** Places an order for a pen through the API with the page's session; returns its id. A
  * write needs a session that exists already, so the session is opened first, as any API
  * client does. */
@@ -46,7 +75,7 @@ export async function placeOrder(page: Page, base = ''): Promise<string> {
   expect((await page.request.get(`${base}/api/session`)).status()).toBe(200);
   const response = await page.request.post(`${base}/api/orders`, {
     headers: { 'idempotency-key': crypto.randomUUID() },
-    data: { items: [{ sku: 'PEN-005', quantity: 1 }] },
+    data: { items: [{ sku: 'PEN-005', quantity: 1 }], ...DETAILS },
   });
   expect(response.status()).toBe(201);
   return (await response.json()).id;

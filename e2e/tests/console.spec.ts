@@ -1,4 +1,4 @@
-import { test, expect, addToCart, hydrated } from '../support/shop';
+import { test, expect, addToCart, hydrated, DETAILS } from '../support/shop';
 
 // Every page hydrates without errors or warnings in the console (a hydration mismatch shows up here).
 test('pages hydrate cleanly', async ({ page }) => {
@@ -10,7 +10,7 @@ test('pages hydrate cleanly', async ({ page }) => {
   const order = await (
     await page.request.post('/api/orders', {
       headers: { 'idempotency-key': crypto.randomUUID() },
-      data: { items: [{ sku: 'MUG-001', quantity: 1 }] },
+      data: { items: [{ sku: 'MUG-001', quantity: 1 }], ...DETAILS },
     })
   ).json();
   for (const path of ['/', '/checkout', '/orders', `/orders/${order.id}`, '/orders/not-an-order']) {

@@ -1,4 +1,4 @@
-import { test, expect, addToCart, hydrated, consoleErrors, ORDER_URL } from '../support/shop';
+import { test, expect, addToCart, hydrated, consoleErrors, ORDER_URL, typeDetails } from '../support/shop';
 
 // The shop under its content security policy: scripts only from the shop and with the
 // nonce of their answer, the wasm compiled under 'wasm-unsafe-eval'. A shopper's whole
@@ -25,6 +25,7 @@ test('the shop hydrates and works under its content security policy', async ({ p
 
   await page.goto('/checkout');
   await hydrated(page);
+  await typeDetails(page);
   await page.getByRole('button', { name: 'Place order' }).click();
   await expect(page).toHaveURL(ORDER_URL);
   await hydrated(page);

@@ -21,6 +21,7 @@ import {
   providerCharges,
   recordPosts,
   waitUntilHeld,
+  DETAILS,
 } from '../support/shop';
 import { freePort, freshDatabaseName, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
 
@@ -422,8 +423,9 @@ test('checkout and payment with the keyboard only', async ({ page }) => {
     for (let i = 0; i < 80; i++) {
       await page.keyboard.press('Tab');
       const focused = await page.evaluate(() => {
-        const el = document.activeElement as HTMLElement | null;
-        return `${el?.getAttribute('aria-label') ?? ''}|${el?.textContent?.trim() ?? ''}`;
+        const el = document.activeElement as HTMLInputElement | null;
+        const label = el?.labels?.[0]?.textContent?.trim() ?? '';
+        return `${el?.getAttribute('aria-label') ?? ''}|${el?.textContent?.trim() ?? ''}|${label}`;
       });
       if (focused.split('|').includes(name)) return;
     }
@@ -438,6 +440,20 @@ test('checkout and payment with the keyboard only', async ({ page }) => {
   await expect(page.getByRole('heading', { name: 'Your cart' })).toBeVisible();
   await expect.poll(() => page.evaluate(() => document.activeElement === document.body)).toBe(true);
   await hydrated(page);
+  // The details, field by field, by their labels: each one reached and filled from the keyboard.
+  const a = DETAILS.shipping_address;
+  for (const [label, text] of [
+    ["Email, for the order's confirmation", DETAILS.email],
+    ['Full name', a.name],
+    ['Street and number', a.line1],
+    ['Postal code', a.postal_code],
+    ['City', a.city],
+    ['Country', 'United K'],
+  ]) {
+    await tabTo(label);
+    await page.keyboard.type(text);
+  }
+  await expect(page.getByLabel('Country')).toHaveValue('GB');
   await tabTo('Place order');
   await page.keyboard.press('Enter');
   await expect(page).toHaveURL(ORDER_URL);

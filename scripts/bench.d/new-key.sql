@@ -29,6 +29,8 @@ INSERT INTO orders (id, session_id, currency, total_cents) VALUES (gen_random_uu
 RETURNING id, order_no, created_at \gset
 INSERT INTO order_items (order_id, line_no, sku, name, quantity, unit_price_cents)
 SELECT :id::uuid, * FROM UNNEST('{1}'::int[], '{MUG-001}'::text[], ARRAY[:name]::text[], '{1}'::int[], ARRAY[:price]::bigint[]);
+INSERT INTO order_recipients (order_id, email, name, line1, line2, postal_code, city, country)
+VALUES (:id::uuid, 'ada@example.com', 'Ada Lovelace', '1 Main Street', '', 'SW1Y 4JH', 'London', 'GB');
 INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
 VALUES (gen_random_uuid(), 'order', :id::uuid, 'order.created', :payload::jsonb);
 -- cart::take_ordered locks the session's cart first; the bench session has none, and then

@@ -18,7 +18,9 @@ function setup(thread)
 end
 
 wrk.method = "POST"
-wrk.body = '{"items":[{"sku":"MUG-001","quantity":1}]}'
+wrk.body = '{"items":[{"sku":"MUG-001","quantity":1}],"email":"ada@example.com",'
+  .. '"shipping_address":{"name":"Ada Lovelace","line1":"1 Main Street","postal_code":"SW1Y 4JH",'
+  .. '"city":"London","country":"GB"}}'
 wrk.headers["Content-Type"] = "application/json"
 
 function init(args)

@@ -154,6 +154,13 @@ async fn create(db: &PgPool, scope: &str, key: &str) -> Result<String, sqlx::Err
     .bind(price)
     .execute(&mut *tx)
     .await?;
+    sqlx::query(
+        "INSERT INTO order_recipients (order_id, email, name, line1, line2, postal_code, city, country)
+         VALUES ($1, 'ada@example.com', 'Ada Lovelace', '1 Main Street', '', 'SW1Y 4JH', 'London', 'GB')",
+    )
+    .bind(id)
+    .execute(&mut *tx)
+    .await?;
     let body = format!(r#"{{"id":"{id}","order_no":"{order_no}","total_cents":{price}}}"#);
     sqlx::query(
         "INSERT INTO outbox_events (id, aggregate_type, aggregate_id, event_type, payload)

@@ -56,6 +56,13 @@ pub struct OrderHeading {
     pub total_cents: i64,
     pub currency: String,
     pub created_at: chrono::DateTime<chrono::Utc>,
+    /// The shopper's email; `None` when the order has none (forgotten, or placed before the
+    /// checkout asked).
+    pub email: Option<String>,
+    /// Where the order ships, on one line.
+    pub ship_to: Option<String>,
+    /// When the shop forgot the order's personal data.
+    pub personal_data_forgotten_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
 #[derive(sqlx::FromRow)]
@@ -116,9 +123,14 @@ pub async fn for_order(
     // chrono, not the `time` crate sqlx would pick by default (see operator::pages).
     let order = sqlx::query_as!(
         OrderHeading,
-        r#"SELECT id, order_no, status, total_cents, currency,
-                  created_at AS "created_at: chrono::DateTime<chrono::Utc>"
-             FROM orders WHERE order_no = $1"#,
+        r#"SELECT o.id, o.order_no, o.status, o.total_cents, o.currency,
+                  o.created_at AS "created_at: chrono::DateTime<chrono::Utc>",
+                  r.email AS "email?",
+                  concat_ws(', ', r.name, r.line1, nullif(r.line2, ''),
+                            r.postal_code || ' ' || r.city, r.country) AS ship_to,
+                  o.personal_data_forgotten_at AS "personal_data_forgotten_at: chrono::DateTime<chrono::Utc>"
+             FROM orders o LEFT JOIN order_recipients r ON r.order_id = o.id
+            WHERE o.order_no = $1"#,
         &order_no,
     )
     .fetch_optional(db)
@@ -225,6 +237,8 @@ pub async fn search(db: &PgPool, query: &str) -> Result<Vec<Found>, sqlx::Error>
              FROM (SELECT id AS order_id, 'order number' AS matched, NULL::bigint AS entry
                      FROM orders WHERE order_no = upper($1)
                    UNION ALL SELECT id, 'order id', NULL FROM orders WHERE id = $2
+                   UNION ALL SELECT order_id, 'email', NULL FROM order_recipients
+                              WHERE lower(email) = lower($1)
                    UNION ALL SELECT order_id, 'payment id',
                                     (SELECT min(j.id) FROM order_journal j WHERE j.payment_id = $2)
                                FROM payments WHERE id = $2

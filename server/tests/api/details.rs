@@ -308,3 +308,61 @@ async fn a_cart_left_alone_forgets_the_details_typed_into_it() {
         "the cart stays"
     );
 }
+
+#[tokio::test]
+async fn the_operator_finds_a_shoppers_orders_by_email_and_reads_where_they_ship() {
+    let app =
+        spawn_app_with(|c| c.operator_password = Some(crate::operator::PASSWORD.into())).await;
+    let (client, _) = crate::operator::operator(&app).await;
+    let search = |q: &'static str| {
+        let client = client.clone();
+        let url = app.url("/operator/search");
+        async move { client.get(url).query(&[("q", q)]).send().await.unwrap() }
+    };
+    let first = post_order(&app.client, &app, Some("first"), MUG_ORDER).await;
+    let order: serde_json::Value = first.json().await.unwrap();
+    let order_no = order["order_no"].as_str().unwrap().to_owned();
+    let found = search(" ADA@Example.com ").await;
+    assert_eq!(found.status(), 303, "one order: its journal");
+    let journal = found.headers()["location"].to_str().unwrap().to_owned();
+    assert_eq!(journal, format!("/operator/orders/{order_no}"));
+    let html = app.get_text(&client, &journal).await;
+    assert!(
+        html.contains("Ada Lovelace, 1 Main Street, SW1Y 4JH London, GB"),
+        "{html}"
+    );
+    assert!(html.contains("ada@example.com"));
+
+    let second = post_order(&app.client, &app, Some("second"), MUG_ORDER).await;
+    assert_eq!(second.status(), 201);
+    let found = search("ada@example.com").await;
+    assert_eq!(found.status(), 200, "two orders: a list");
+    assert_eq!(
+        found
+            .text()
+            .await
+            .unwrap()
+            .matches("/operator/orders/ONC-")
+            .count(),
+        2
+    );
+    assert_eq!(search("bob@example.com").await.status(), 404);
+
+    // Forgotten: the journal says so, and the email finds nothing any more.
+    run(
+        &app,
+        "UPDATE orders SET status = 'cancelled', updated_at = now() - interval '100 days'",
+    )
+    .await;
+    let retention = Duration::from_secs(90 * 86_400);
+    server::orders::personal_data::forget_finished(&app.db, retention)
+        .await
+        .unwrap();
+    assert_eq!(search("ada@example.com").await.status(), 404);
+    let html = app.get_text(&client, &journal).await;
+    assert!(
+        html.contains("The shopper's details were forgotten on"),
+        "{html}"
+    );
+    assert!(!html.contains("Lovelace"));
+}
