@@ -74,7 +74,15 @@ impl DetailsDraft {
     /// the shopper types, bounded in size, and still refused by [`Details::parse`] as too
     /// long when it was.
     pub fn bounded(&self) -> Self {
-        let cut = |value: &str, max: usize| value.chars().take(max + 1).collect::<String>();
+        // NUL is dropped: PostgreSQL cannot keep it in text (nor in JSON), and the order is
+        // checked from what its request carries, where NUL is refused like any control.
+        let cut = |value: &str, max: usize| {
+            value
+                .chars()
+                .filter(|c| *c != '\0')
+                .take(max + 1)
+                .collect::<String>()
+        };
         let a = &self.shipping_address;
         Self {
             email: cut(&self.email, MAX_EMAIL),
@@ -209,19 +217,22 @@ fn email(value: &str) -> Result<String, String> {
     if value.is_empty() {
         return Err("Enter your email address, for the order's confirmation.".to_owned());
     }
-    // The plain form of RFC 5322's address (no quoted local parts, no comments): what mail
-    // servers deliver, and what the mailer can write in a header.
-    let local_char = |c: char| c.is_alphanumeric() || "!#$%&'*+/=?^_`{|}~-".contains(c);
-    let dotted = |part: &str, ok: &dyn Fn(char) -> bool| {
-        part.split('.')
-            .all(|atom| !atom.is_empty() && atom.chars().all(ok))
+    // The plain ASCII form of RFC 5322's address (no quoted local parts, no comments, no
+    // international ones): what every mail server delivers, and what the mailer can write in
+    // a header. A domain's labels are 1 to 63 letters, digits and inner hyphens (RFC 1035).
+    let local_char = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+/=?^_`{|}~-".contains(c);
+    let atom = |a: &str| !a.is_empty() && a.chars().all(local_char);
+    let label = |l: &str| {
+        (1..=63).contains(&l.len())
+            && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
     };
-    let label_char = |c: char| c.is_alphanumeric() || c == '-';
     let shaped = value.split_once('@').is_some_and(|(local, domain)| {
         local.len() <= 64
-            && dotted(local, &local_char)
+            && local.split('.').all(atom)
             && domain.contains('.')
-            && dotted(domain, &label_char)
+            && domain.split('.').all(label)
     });
     if !shaped {
         return Err("Enter an email address like name@example.com.".to_owned());
@@ -327,6 +338,13 @@ mod tests {
         assert!(Details::parse(&d).is_ok());
         d.shipping_address.city = "é".repeat(MAX_LINE + 1);
         assert_eq!(fields(&d), ["shipping_address.city"]);
+    }
+
+    #[test]
+    fn a_draft_keeps_no_nul() {
+        let mut d = draft();
+        d.email = "ada\0@example.com".to_owned();
+        assert_eq!(d.bounded().email, "ada@example.com");
     }
 
     #[test]

@@ -33,7 +33,6 @@ use std::{
 
 use app::messages;
 use axum::{
-    body::Body,
     extract::{rejection::FormRejection, FromRef, State},
     http::{Method, StatusCode},
     response::{IntoResponse, Redirect, Response},
@@ -41,7 +40,7 @@ use axum::{
     Form, Router,
 };
 use domain::details::{Details, DetailsDraft, ShippingAddress};
-use once_axum::{IdempotencyKey, IdempotentRequest};
+use once_axum::{IdempotencyKey, IdempotentRequest, KeyedOperation, Refusal};
 use once_core::FingerprintKeys;
 use serde::Deserialize;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -155,44 +154,44 @@ pub async fn checkout_cart(
 /// The answer for a key that is not (or no longer) the cart's: what it holds, if anything,
 /// answered and noted as a repeat by the executor; a key that holds nothing is a cart that
 /// changed. An order it holds is answered only to the details it was placed with: the cart
-/// it was made of is gone, so the details are what is left of the request to compare.
+/// it was made of is gone, so the details are what is left of the request to compare. They
+/// are compared before the executor answers, so that a refusal is noted as one (a reused
+/// key), never as a replay.
 async fn answer_for(
     idem: &Idempotency,
     session_id: &str,
     key: &IdempotencyKey,
     details: &Details,
 ) -> Result<Response, ApiError> {
+    if let Some(order_id) = held_order(&idem.db, session_id, key).await? {
+        if !orders::store::placed_with(&idem.db, order_id, details).await? {
+            let at = KeyedOperation::new(session_id, key, orders::CREATE_ORDER);
+            idem.hooks.reused_on(at, order_id);
+            return Err(ApiError::IdempotencyKeyReused);
+        }
+    }
     let held = idem
         .held_answer(session_id, key, orders::CREATE_ORDER)
         .await?;
-    let Some(held) = held else {
-        return Ok(ApiError::CartChanged.into_response());
-    };
-    if held.status() != StatusCode::CREATED {
-        return Ok(held);
-    }
-    let (parts, body) = held.into_parts();
-    let bytes = axum::body::to_bytes(body, usize::MAX)
-        .await
-        .map_err(|e| ApiError::Internal(e.into()))?;
-    match placed_with(&bytes, details) {
-        true => Ok(Response::from_parts(parts, Body::from(bytes))),
-        false => Err(ApiError::IdempotencyKeyReused),
-    }
+    Ok(held.unwrap_or_else(|| ApiError::CartChanged.into_response()))
 }
 
-/// Whether the stored order was placed with `details`. An order whose person the shop has
-/// forgotten has nothing to compare, and is answered as it stands.
-fn placed_with(order: &[u8], details: &Details) -> bool {
-    let Ok(order) = serde_json::from_slice::<domain::Order>(order) else {
-        return true;
+/// The order `key` made, when its request completed with one (its `Location`).
+async fn held_order(
+    db: &sqlx::PgPool,
+    session_id: &str,
+    key: &IdempotencyKey,
+) -> Result<Option<uuid::Uuid>, ApiError> {
+    let state = match once_axum::status::key_status(db, session_id, key.as_str()).await {
+        Ok(state) => state,
+        Err(Refusal::KeyUnknown) => return Ok(None),
+        Err(refusal) => return Err(refusal.into()),
     };
-    match (order.email, order.shipping_address) {
-        (Some(email), Some(address)) => {
-            email == details.email() && &address == details.shipping_address()
-        }
-        _ => true,
-    }
+    let order = state
+        .location
+        .filter(|_| state.state == "completed")
+        .and_then(|at| at.strip_prefix("/api/orders/")?.parse().ok());
+    Ok(order)
 }
 
 /// Order the session's cart, exactly once per cart (for the shop's own pages)

@@ -137,7 +137,10 @@ impl Mailer {
     }
 
     async fn mark_failed(&self, email: &Outgoing, error: &str) -> Result<(), sqlx::Error> {
-        tracing::warn!(email = %email.id, error, "sending an email failed; trying again later");
+        // The error's text stays with the email (`last_error`, forgotten with the order's
+        // personal data): a relay's refusal often names the recipient, and the log keeps
+        // no address (docs/operations.md, "Personal data").
+        tracing::warn!(email = %email.id, attempts = email.attempts, "sending an email failed; trying again later");
         let wait = RETRY_BASE
             .saturating_mul(2u32.saturating_pow(email.attempts.max(1) as u32 - 1))
             .min(RETRY_CAP);

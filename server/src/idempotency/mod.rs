@@ -156,3 +156,12 @@ impl Hooks for ShopHooks {
         self.repeats.note(at, repeat);
     }
 }
+
+impl ShopHooks {
+    /// A key reused on `order`, refused by the shop rather than the executor (see
+    /// `journal::RepeatLog::note_reused_on`): noted and counted as the executor's are.
+    pub fn reused_on(&self, at: KeyedOperation<'_>, order: uuid::Uuid) {
+        self.repeats.note_reused_on(at, order);
+        self.count(Counted::KeyReused);
+    }
+}

@@ -99,6 +99,24 @@ impl RepeatLog {
         if order_id.is_none() && !matches!(repeat, Repeat::InProgress) {
             return;
         }
+        self.send(at, order_id, kind, answer);
+    }
+
+    /// Notes a key reused on `order`, which the caller found the key holds (a checkout key
+    /// the cart has moved past, sent again with other details): part of the order's story,
+    /// though the refusal's answer names no order.
+    pub fn note_reused_on(&self, at: KeyedOperation<'_>, order: Uuid) {
+        let answer = "422 idempotency-key-reused".to_owned();
+        self.send(at, Some(order), "key_reused", answer);
+    }
+
+    fn send(
+        &self,
+        at: KeyedOperation<'_>,
+        order_id: Option<Uuid>,
+        kind: &'static str,
+        answer: String,
+    ) {
         let note = Note {
             scope: at.scope.to_owned(),
             key: at.key.as_str().to_owned(),

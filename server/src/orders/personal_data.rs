@@ -31,8 +31,11 @@ async fn forget_batch(db: &PgPool, retention: Duration) -> Result<u64, sqlx::Err
               WHERE personal_data_forgotten_at IS NULL
                 AND status IN ('fulfilled', 'cancelled')
                 AND updated_at < now() - $1::bigint * interval '1 millisecond'
-                -- an email still being sent is left to finish (and forgotten next round)
-                AND NOT EXISTS (SELECT 1 FROM emails q WHERE q.order_id = orders.id AND q.status = 'queued')
+                -- an email still being sent is left to finish (and forgotten on a later round);
+                -- one queued for longer than the retention never will be, and goes too
+                AND NOT EXISTS (SELECT 1 FROM emails q
+                                 WHERE q.order_id = orders.id AND q.status = 'queued'
+                                   AND q.created_at >= now() - $1::bigint * interval '1 millisecond')
               ORDER BY updated_at
               LIMIT $2
                 FOR UPDATE SKIP LOCKED),

@@ -340,6 +340,33 @@ async fn insert_recipient(
     Ok(())
 }
 
+/// Whether the order was placed with `details`. An order that holds no recipient (its
+/// shopper forgotten, or placed before the checkout asked) has nothing to compare, and is
+/// answered as it stands.
+pub async fn placed_with(
+    db: &PgPool,
+    order_id: Uuid,
+    details: &Details,
+) -> Result<bool, sqlx::Error> {
+    let a = details.shipping_address();
+    let differs = sqlx::query_scalar!(
+        r#"SELECT (email, name, line1, line2, postal_code, city, country)
+                  IS DISTINCT FROM ($2, $3, $4, $5, $6, $7, $8) AS "differs!"
+             FROM order_recipients WHERE order_id = $1"#,
+        order_id,
+        details.email(),
+        a.name,
+        a.line1,
+        a.line2,
+        a.postal_code,
+        a.city,
+        a.country,
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(differs != Some(true))
+}
+
 #[derive(Debug)]
 struct OrderRow {
     id: Uuid,
