@@ -52,7 +52,7 @@ pub enum OrderRefused {
 
 /// What one attempt at an order came to, inside its transaction.
 pub enum Outcome {
-    Created(Order),
+    Created(Box<Order>),
     Refused(OrderRefused),
     /// The session has as many orders waiting for payment as it may: nothing was written,
     /// and the same request may succeed once one of them is paid.
@@ -122,7 +122,7 @@ pub async fn create_in_new_tx(
         Ok(order) => {
             let quantities: Vec<i32> = new.lines.iter().map(|l| l.quantity).collect();
             cart::take_ordered(&mut tx, &session_id, &new.skus(), &quantities).await?;
-            Ok((tx, Outcome::Created(order)))
+            Ok((tx, Outcome::Created(Box::new(order))))
         }
         Err(refusal) => {
             tx.rollback().await?;
@@ -348,23 +348,17 @@ pub async fn placed_with(
     order_id: Uuid,
     details: &Details,
 ) -> Result<bool, sqlx::Error> {
-    let a = details.shipping_address();
-    let differs = sqlx::query_scalar!(
-        r#"SELECT (email, name, line1, line2, postal_code, city, country)
-                  IS DISTINCT FROM ($2, $3, $4, $5, $6, $7, $8) AS "differs!"
+    let recipient = sqlx::query!(
+        r#"SELECT email, json_build_object('name', name, 'line1', line1, 'line2', line2,
+                    'postal_code', postal_code, 'city', city, 'country', country)
+                    AS "address!: Json<ShippingAddress>"
              FROM order_recipients WHERE order_id = $1"#,
         order_id,
-        details.email(),
-        a.name,
-        a.line1,
-        a.line2,
-        a.postal_code,
-        a.city,
-        a.country,
     )
     .fetch_optional(db)
     .await?;
-    Ok(differs != Some(true))
+    Ok(recipient
+        .is_none_or(|r| r.email == details.email() && &r.address.0 == details.shipping_address()))
 }
 
 #[derive(Debug)]
