@@ -1,6 +1,7 @@
 //! A card number goes to the provider and nowhere else: after a payment, no table of the
 //! shop and no line its server logs at info holds the number, nor a plain hash of it (a
 //! hash of something from a space as small as card numbers is the number: try them all).
+//! The shopper's email and address, which the shop keeps, are in no line of its log either.
 
 use std::{net::TcpListener, path::PathBuf, process::Stdio};
 
@@ -170,6 +171,12 @@ async fn no_table_and_no_info_log_holds_the_card_or_a_plain_hash_of_it() {
     for giveaway in giveaways(&order_id) {
         assert!(!rows.contains(&giveaway), "a table holds {giveaway}");
         assert!(!logged.contains(&giveaway), "the log holds {giveaway}");
+    }
+    // The shopper's details are kept in their tables, and never logged either (docs/
+    // operations.md, "Personal data").
+    assert!(rows.contains("ada@example.com") && rows.contains("Lovelace"));
+    for person in ["ada@example.com", "Lovelace", "1 Main Street", "SW1Y 4JH"] {
+        assert!(!logged.contains(person), "the log holds {person}");
     }
 }
 
