@@ -74,7 +74,8 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<i64
 
 impl NewOrder {
     pub fn parse(body: &serde_json::Value) -> Result<Self, ApiError> {
-        let body: NewOrderBody = serde_json::from_value(body.clone()).map_err(|e| {
+        // Read from the borrowed value, not a copy of it: every repeat is parsed too.
+        let body = NewOrderBody::deserialize(body).map_err(|e| {
             ApiError::bad_request("invalid-body", format!("the order body is not valid: {e}"))
         })?;
         if body.items.is_empty() {
