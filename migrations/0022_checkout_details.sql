@@ -30,6 +30,13 @@ CREATE TABLE order_recipients (
         AND char_length(postal_code) BETWEEN 1 AND 16),
     CONSTRAINT order_recipients_country_code CHECK (country ~ '^[A-Z]{2}$')
 );
+-- The recipient as every reader of the shop takes it: the email, and the address as one object
+-- (domain::details::ShippingAddress).
+CREATE VIEW order_recipients_shown AS
+SELECT order_id, email,
+       jsonb_build_object('name', name, 'line1', line1, 'line2', line2,
+                         'postal_code', postal_code, 'city', city, 'country', country) AS shipping_address
+  FROM order_recipients;
 -- The operator's search by email, whatever its case.
 CREATE INDEX order_recipients_email_idx ON order_recipients (lower(email));
 

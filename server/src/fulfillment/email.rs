@@ -116,11 +116,8 @@ pub async fn queue_confirmations(
     let facts: HashMap<Uuid, OrderFacts> = sqlx::query_as!(
         OrderFacts,
         r#"SELECT o.id, o.order_no, o.currency, o.total_cents, r.email AS "email?",
-                  CASE WHEN r.order_id IS NOT NULL THEN
-                       json_build_object('name', r.name, 'line1', r.line1, 'line2', r.line2,
-                                         'postal_code', r.postal_code, 'city', r.city, 'country', r.country)
-                  END AS "shipping_address?: sqlx::types::Json<ShippingAddress>"
-             FROM orders o LEFT JOIN order_recipients r ON r.order_id = o.id
+                  r.shipping_address AS "shipping_address?: sqlx::types::Json<ShippingAddress>"
+             FROM orders o LEFT JOIN order_recipients_shown r ON r.order_id = o.id
             WHERE o.id = ANY($1)"#,
         &orders[..]
     )

@@ -349,10 +349,8 @@ pub async fn placed_with(
     details: &Details,
 ) -> Result<bool, sqlx::Error> {
     let recipient = sqlx::query!(
-        r#"SELECT email, json_build_object('name', name, 'line1', line1, 'line2', line2,
-                    'postal_code', postal_code, 'city', city, 'country', country)
-                    AS "address!: Json<ShippingAddress>"
-             FROM order_recipients WHERE order_id = $1"#,
+        r#"SELECT email AS "email!", shipping_address AS "address!: Json<ShippingAddress>"
+             FROM order_recipients_shown WHERE order_id = $1"#,
         order_id,
     )
     .fetch_optional(db)
@@ -421,16 +419,12 @@ async fn select(
                                               'at', to_char(h.at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"+00:00"'))
                                             ORDER BY h.id), '[]')
                      FROM order_status_changes h WHERE h.order_id = o.id) AS "history!: Json<Vec<StatusChange>>",
-                  r.email AS "email?",
-                  CASE WHEN r.order_id IS NOT NULL THEN
-                       json_build_object('name', r.name, 'line1', r.line1, 'line2', r.line2,
-                                         'postal_code', r.postal_code, 'city', r.city, 'country', r.country)
-                  END AS "shipping_address?: Json<ShippingAddress>"
+                  r.email AS "email?", r.shipping_address AS "shipping_address?: Json<ShippingAddress>"
              FROM orders o LEFT JOIN order_items i ON i.order_id = o.id
                            LEFT JOIN fulfillments f ON f.order_id = o.id
-                           LEFT JOIN order_recipients r ON r.order_id = o.id
+                           LEFT JOIN order_recipients_shown r ON r.order_id = o.id
             WHERE o.session_id = $1 AND ($2::uuid IS NULL OR o.id = $2)
-            GROUP BY o.id, f.id, r.order_id
+            GROUP BY o.id, f.id, r.order_id, r.email, r.shipping_address
             ORDER BY o.created_at DESC, o.order_no DESC
             LIMIT 200"#,
         session_id,
