@@ -364,16 +364,19 @@ async fn retention_forgets_a_storys_changes_together_and_requests_with_their_key
     .await
     .unwrap();
     // Both stories began two days ago. The ongoing one changed just now; the ended one only
-    // had a request just now, which changes nothing and keeps nothing alive.
+    // had a request just now, which changes nothing and keeps nothing alive. Written in one
+    // transaction: the server's own retention round, which may run at any moment, sees the
+    // stories before or after, never the ongoing one backdated without its late change.
+    let mut tx = app.db.begin().await.unwrap();
     sqlx::query("UPDATE order_journal SET at = at - interval '2 days'")
-        .execute(&app.db)
+        .execute(&mut *tx)
         .await
         .unwrap();
     sqlx::query(
         "INSERT INTO order_journal (order_id, kind, summary) VALUES ($1::uuid, 'email', 'late')",
     )
     .bind(&ongoing)
-    .execute(&app.db)
+    .execute(&mut *tx)
     .await
     .unwrap();
     sqlx::query(
@@ -381,9 +384,10 @@ async fn retention_forgets_a_storys_changes_together_and_requests_with_their_key
          VALUES ($1::uuid, 'request', 'new', 'tag', 'new-key')",
     )
     .bind(&ended)
-    .execute(&app.db)
+    .execute(&mut *tx)
     .await
     .unwrap();
+    tx.commit().await.unwrap();
     let changes = |story: Vec<(String, String)>| {
         story
             .into_iter()
