@@ -81,6 +81,10 @@ fn declined_text(code: &str) -> String {
         "insufficient_funds" => "Your card was declined for insufficient funds.",
         "expired_card" => "Your card has expired.",
         "incorrect_cvc" | "incorrect_number" => "The card details were not accepted.",
+        // Stripe asked for 3-D Secure, which this shop does not run (docs/payments.md).
+        "authentication_required" => {
+            "Your bank asks to confirm this payment in a step this shop does not offer."
+        }
         _ => "Your card was declined.",
     };
     format!("{why} Nothing was charged; please try another card. (code: {code})")

@@ -33,7 +33,7 @@ pub mod orders;
 pub mod origin;
 pub mod page_deadline;
 pub mod payments;
-pub mod provider_client;
+pub mod payment_provider;
 pub mod reconcile;
 pub mod refusals;
 pub mod retention;

@@ -31,7 +31,7 @@ use crate::{
     connections, credentials, db,
     faults::Faults,
     fulfillment, headers, health, journal, openapi, operator, origin,
-    provider_client::ProviderClient,
+    payment_provider::Provider,
     refusals, retention, session, ssr,
     state::{AppState, Shared},
     telemetry, throttle, unread_body, workers,
@@ -84,7 +84,7 @@ impl Application {
             site: Arc::new(SiteFiles::of(&config.leptos)),
             metrics: Arc::default(),
             faults: Faults::new(config.fault_injection),
-            provider: ProviderClient::new(&config.provider_url, config.provider_timeout),
+            provider: Provider::from_config(&config),
             fingerprints: FingerprintKeys::new(&config.fingerprint_secrets)?,
             waits: Waits::start(
                 db.clone(),

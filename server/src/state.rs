@@ -14,7 +14,7 @@ use once_events::bus::Bus;
 
 use crate::{
     client_addr::TrustedProxies, config::Config, db::Readers, faults::Faults, journal,
-    metrics::Metrics, provider_client::ProviderClient,
+    metrics::Metrics, payment_provider::Provider,
 };
 
 /// Everything a handler may need, shared: axum clones the state for every request, and a
@@ -56,7 +56,7 @@ from_state!(
     site: Arc<SiteFiles>,
     metrics: Arc<Metrics>,
     faults: Faults,
-    provider: ProviderClient,
+    provider: Provider,
     bus: Arc<dyn Bus>,
     waits: Waits,
     answers: Option<AnswerCache>,
@@ -77,7 +77,7 @@ pub struct Shared {
     pub site: Arc<SiteFiles>,
     pub metrics: Arc<Metrics>,
     pub faults: Faults,
-    pub provider: ProviderClient,
+    pub provider: Provider,
     pub bus: Arc<dyn Bus>,
     /// This instance's repeats waiting for their key's running request (`Prefer: wait`).
     pub waits: Waits,

@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config, fulfillment::Fulfillment, mailer::Mailer, metrics::Metrics,
-    payments::settle::SettleRules, provider_client::ProviderClient, reconcile::Reconciler,
+    payments::settle::SettleRules, payment_provider::Provider, reconcile::Reconciler,
     state::AppState,
 };
 
@@ -135,7 +135,7 @@ impl Context {
     pub fn reconciler(&self) -> Reconciler {
         Reconciler {
             db: self.db.clone(),
-            provider: ProviderClient::new(&self.config.provider_url, self.config.provider_timeout),
+            provider: Provider::from_config(&self.config),
             rules: SettleRules {
                 lease: self.config.idempotency_lease,
                 grace: self.config.payment_settle_grace,

@@ -15,13 +15,13 @@ use sqlx::PgPool;
 use uuid::Uuid;
 
 use super::Event;
-use crate::{error::ApiError, provider_client::ProviderClient};
+use crate::{error::ApiError, payment_provider::Provider};
 
 /// `event`, or [`Event::Unconfirmed`] when it could change its attempt and the provider does
 /// not list its charge for the attempt with the status it claims.
 pub async fn confirmed(
     db: &PgPool,
-    provider: &ProviderClient,
+    provider: &Provider,
     event: Event,
 ) -> Result<Event, ApiError> {
     let (data, status) = match &event {
@@ -65,14 +65,11 @@ pub async fn confirmed(
             other => other,
         });
     }
-    let listed = provider.charges_for(payment_id).await?;
-    if listed
-        .iter()
-        .any(|c| c.id == data.charge_id && c.status == status)
-    {
+    let listed = provider.charge_for(payment_id, &data.id).await?;
+    if listed.is_some_and(|c| c.status == status) {
         return Ok(event);
     }
-    tracing::warn!(payment = %payment_id, charge = %data.charge_id, status,
+    tracing::warn!(payment = %payment_id, charge = %data.id, status,
         "a callback names a charge the provider does not list for the attempt; not applied");
     match event {
         Event::Succeeded(data) | Event::Failed(data) => Ok(Event::Unconfirmed(data)),

@@ -1,8 +1,13 @@
-//! `POST /webhooks/provider`: the provider's callbacks (docs/design.md, "Provider callbacks").
+//! The provider's callbacks (docs/design.md, "Provider callbacks"): `POST /webhooks/provider`
+//! from the sandbox, `POST /webhooks/stripe` from Stripe; only the route of the provider the
+//! shop pays through answers, the other is not found. Past the adapter's reading, both are
+//! handled alike:
 //!
-//! 1. The signature is checked first; a bad, missing or stale one is a 4xx and nothing is stored.
-//! 2. `INSERT INTO payment_callbacks … ON CONFLICT DO NOTHING`, keyed by the provider's
-//!    transaction number: a duplicate delivery conflicts, answers 200 and changes nothing.
+//! 1. The signature is checked first (by the adapter); a bad, missing or stale one is a 4xx
+//!    and nothing is stored.
+//! 2. `INSERT INTO payment_callbacks … ON CONFLICT DO NOTHING`, keyed by what names the event
+//!    in every delivery of it (the sandbox's transaction number, Stripe's event id): a
+//!    duplicate delivery conflicts, answers 200 and changes nothing.
 //! 3. A new callback is applied in the same transaction, through the same idempotent code
 //!    as the charge call (`payments::apply`). A callback whose amount does not match the
 //!    order is recorded as refused and logged, never credited.
@@ -14,17 +19,13 @@
 
 mod confirm;
 mod outcome;
-pub mod signature;
-
-use std::sync::Arc;
 
 use axum::{
     body::Bytes,
-    extract::{rejection::BytesRejection, FromRef, State},
+    extract::{rejection::BytesRejection, State},
     http::HeaderMap,
     Json,
 };
-use serde::Deserialize;
 use serde_json::json;
 use sqlx::{PgConnection, PgPool};
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -33,52 +34,20 @@ use uuid::Uuid;
 use crate::{
     error::ApiError,
     journal::{self, Actor},
+    payment_provider::{Charge, EventAbout, Provider, ReceivedEvent, SignatureError, WebhookRefusal},
     payments::apply::{self, Applied, ApplyError, ChargeFacts},
-    provider_client::ProviderClient,
     state::AppState,
 };
 use outcome::Outcome;
-use signature::SignatureError;
-
-/// The secrets that may sign callbacks.
-#[derive(Clone)]
-pub struct WebhookSecrets(pub Arc<Vec<String>>);
-
-impl FromRef<AppState> for WebhookSecrets {
-    fn from_ref(state: &AppState) -> Self {
-        Self(Arc::new(state.config.webhook_secrets.clone()))
-    }
-}
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(receive))
-}
-
-/// The envelope every provider event shares. `data` is read only for the kinds we know.
-#[derive(Debug, Deserialize)]
-struct ProviderEvent {
-    id: String,
-    #[serde(rename = "type")]
-    event_type: String,
-    tx_no: String,
-    #[serde(default)]
-    data: serde_json::Value,
-}
-
-/// The data of `charge.succeeded` and `charge.failed`.
-#[derive(Debug, Deserialize)]
-struct ChargeData {
-    charge_id: String,
-    amount_cents: i64,
-    currency: String,
-    reference: String,
-    failure_code: Option<String>,
+    OpenApiRouter::new().routes(routes!(receive)).routes(routes!(receive_stripe))
 }
 
 /// What the callback says, once understood.
 enum Event {
-    Succeeded(ChargeData),
-    Failed(ChargeData),
+    Succeeded(Charge),
+    Failed(Charge),
     /// A kind this shop does not act on; acknowledged so the provider stops retrying it.
     Other,
     /// A kind we know whose data is not the shape of that kind. It is signed, so it came
@@ -86,26 +55,26 @@ enum Event {
     Malformed,
     /// A charge the provider does not list for the attempt with the status claimed
     /// ([`confirm`]): recorded, acknowledged, never applied.
-    Unconfirmed(ChargeData),
+    Unconfirmed(Charge),
     /// A success or a decline for an attempt already past it, whose amount is the order's
     /// ([`confirm`]): applying it would change nothing, so it is only recorded.
-    Settled(ChargeData),
+    Settled(Charge),
 }
 
-fn understand(event: &ProviderEvent) -> Event {
-    let data = || serde_json::from_value::<ChargeData>(event.data.clone());
-    match (event.event_type.as_str(), data()) {
-        ("charge.succeeded", Ok(data)) => Event::Succeeded(data),
-        ("charge.failed", Ok(data)) => Event::Failed(data),
-        ("charge.succeeded" | "charge.failed", Err(_)) => Event::Malformed,
-        _ => Event::Other,
+fn understand(about: EventAbout) -> Event {
+    match about {
+        EventAbout::Succeeded(charge) => Event::Succeeded(charge),
+        EventAbout::Failed(charge) => Event::Failed(charge),
+        EventAbout::Malformed => Event::Malformed,
+        EventAbout::Other => Event::Other,
     }
 }
 
-/// A provider event (`charge.succeeded`, `charge.failed`), applied once
+/// A sandbox provider event (`charge.succeeded`, `charge.failed`), applied once
 ///
-/// Sent by the payment provider, not by shops' clients. Deliveries of the same event (its
-/// `tx_no`) after the first answer 200 and change nothing; a 503 asks the provider to retry.
+/// Sent by the sandbox payment provider, not by shops' clients. Deliveries of the same event
+/// (its `tx_no`) after the first answer 200 and change nothing; a 503 asks the provider to
+/// retry. With `PAYMENT_PROVIDER=stripe` this route is not found.
 #[utoipa::path(
     post,
     path = "/webhooks/provider",
@@ -121,28 +90,67 @@ fn understand(event: &ProviderEvent) -> Event {
         body = serde_json::Value, example = json!({"received": true, "outcome": "applied"}))),
     extensions(("x-problems" = json!([
         "signature-missing", "signature-malformed", "signature-expired", "signature-invalid",
-        "invalid-callback", "payload-too-large"
+        "invalid-callback", "payload-too-large", "not-found"
     ]))),
 )]
 async fn receive(
     State(db): State<PgPool>,
-    State(secrets): State<WebhookSecrets>,
-    State(provider): State<ProviderClient>,
+    State(provider): State<Provider>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
+    receive_at("/webhooks/provider", &db, &provider, &headers, body).await
+}
+
+/// A Stripe event (`payment_intent.succeeded`, `payment_intent.payment_failed`), applied once
+///
+/// Sent by Stripe to the endpoint registered for the shop (docs/payments.md, "Going live
+/// with Stripe"). Deliveries of the same event (its `id`) after the first answer 200 and
+/// change nothing; a 503 asks Stripe to retry. With the sandbox provider this route is not
+/// found.
+#[utoipa::path(
+    post,
+    path = "/webhooks/stripe",
+    operation_id = "receive_stripe_event",
+    tag = "provider",
+    params(("Stripe-Signature" = String, Header,
+        description = "Stripe's `t=<unix seconds>,v1=<hex HMAC-SHA256 of \"t.body\">` with the endpoint's signing secret; within 300 s of now.",
+        pattern = "^t=[0-9]{1,12}(,v[01]=[0-9a-f]{64}){1,4}$")),
+    request_body(content = serde_json::Value, description = "Stripe's event: `id`, `type`, `created`, `data.object` (a PaymentIntent).",
+        example = json!({"id": "evt_1", "type": "payment_intent.succeeded", "created": 1764547200,
+            "data": {"object": {"id": "pi_1", "object": "payment_intent", "status": "succeeded", "amount": 3600,
+                "currency": "eur", "metadata": {"payment_id": "<payment id>", "order_id": "<order id>"}}}})),
+    responses((status = 200, description = "Recorded; `outcome` says what it did (`applied`, `already_applied`, `ignored`, …).",
+        body = serde_json::Value, example = json!({"received": true, "outcome": "applied"}))),
+    extensions(("x-problems" = json!([
+        "signature-missing", "signature-malformed", "signature-expired", "signature-invalid",
+        "invalid-callback", "payload-too-large", "not-found"
+    ]))),
+)]
+async fn receive_stripe(
+    State(db): State<PgPool>,
+    State(provider): State<Provider>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    receive_at("/webhooks/stripe", &db, &provider, &headers, body).await
+}
+
+/// A callback at `path`, which only the shop's provider's own route takes.
+async fn receive_at(
+    path: &str,
+    db: &PgPool,
+    provider: &Provider,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    if provider.webhook_path() != path {
+        return Err(ApiError::NotFound);
+    }
     let body = body.map_err(|_| ApiError::PayloadTooLarge)?;
-    let header = headers.get("once-signature").and_then(|v| v.to_str().ok());
-    signature::verify(header, &body, &secrets.0, chrono::Utc::now().timestamp()).map_err(refuse)?;
-    // Parsed once; the raw JSON is kept with the callback row for operators.
-    let invalid = |e: serde_json::Error| {
-        ApiError::bad_request(
-            "invalid-callback",
-            format!("the callback body is not valid: {e}"),
-        )
-    };
-    let payload: serde_json::Value = serde_json::from_slice(&body).map_err(invalid)?;
-    if !storable(&payload) {
+    let now = chrono::Utc::now().timestamp();
+    let received = provider.read_event(headers, &body, now).map_err(refuse)?;
+    if !storable(&received.payload) {
         // PostgreSQL's text and jsonb cannot hold a NUL (`\u0000`): refused as malformed
         // rather than failing the insert with a 500 the provider would retry forever.
         return Err(ApiError::bad_request(
@@ -150,10 +158,29 @@ async fn receive(
             "the callback body contains a NUL character (\\u0000)",
         ));
     }
-    let envelope: ProviderEvent = serde_json::from_value(payload.clone()).map_err(invalid)?;
-    let event = confirm::confirmed(&db, &provider, understand(&envelope)).await?;
-    let outcome = record_and_apply(&db, &envelope, &event, payload).await?;
+    let ReceivedEvent {
+        delivery_id,
+        event_id,
+        event_type,
+        about,
+        payload,
+    } = received;
+    let envelope = Envelope {
+        delivery_id,
+        event_id,
+        event_type,
+    };
+    let event = confirm::confirmed(db, provider, understand(about)).await?;
+    let outcome = record_and_apply(db, &envelope, &event, payload).await?;
     Ok(Json(json!({ "received": true, "outcome": outcome })))
+}
+
+/// What names a callback in its row.
+struct Envelope {
+    /// Every delivery of one event carries the same: the row's key.
+    delivery_id: String,
+    event_id: String,
+    event_type: String,
 }
 
 /// Whether every string (and key) of a JSON value can be stored by PostgreSQL.
@@ -167,8 +194,17 @@ fn storable(value: &serde_json::Value) -> bool {
     }
 }
 
-fn refuse(e: SignatureError) -> ApiError {
+fn refuse(e: WebhookRefusal) -> ApiError {
     tracing::warn!(error = %e, "provider callback refused");
+    let e = match e {
+        WebhookRefusal::Signature(e) => e,
+        WebhookRefusal::Invalid(why) => {
+            return ApiError::bad_request(
+                "invalid-callback",
+                format!("the callback body is not valid: {why}"),
+            )
+        }
+    };
     match e {
         SignatureError::Missing => ApiError::bad_request("signature-missing", e.to_string()),
         SignatureError::Malformed => ApiError::bad_request("signature-malformed", e.to_string()),
@@ -189,7 +225,7 @@ fn refuse(e: SignatureError) -> ApiError {
 /// same callback again could never succeed.
 async fn record_and_apply(
     db: &PgPool,
-    envelope: &ProviderEvent,
+    envelope: &Envelope,
     event: &Event,
     payload: serde_json::Value,
 ) -> Result<&'static str, ApiError> {
@@ -197,15 +233,15 @@ async fn record_and_apply(
     journal::acting_as(&mut tx, Actor::Callback).await?;
     let (charge_id, reference) = match event {
         Event::Succeeded(d) | Event::Failed(d) | Event::Unconfirmed(d) | Event::Settled(d) => {
-            (Some(d.charge_id.as_str()), Some(d.reference.as_str()))
+            (Some(d.id.as_str()), Some(d.reference.as_str()))
         }
         Event::Other | Event::Malformed => (None, None),
     };
     let inserted = sqlx::query!(
         "INSERT INTO payment_callbacks (provider_tx_no, event_id, event_type, charge_id, payload)
          VALUES ($1, $2, $3, $4, $5) ON CONFLICT ON CONSTRAINT payment_callbacks_pkey DO NOTHING",
-        envelope.tx_no,
-        envelope.id,
+        envelope.delivery_id,
+        envelope.event_id,
         envelope.event_type,
         charge_id,
         payload,
@@ -213,7 +249,7 @@ async fn record_and_apply(
     .execute(&mut *tx)
     .await?;
     if inserted.rows_affected() == 0 {
-        let (tx_no, kind) = (&envelope.tx_no, &envelope.event_type);
+        let (tx_no, kind) = (&envelope.delivery_id, &envelope.event_type);
         journal::duplicate_callback(&mut tx, tx_no, kind, charge_id, reference).await?;
         tx.commit().await?;
         return Ok("duplicate");
@@ -224,7 +260,7 @@ async fn record_and_apply(
     };
     sqlx::query!(
         "UPDATE payment_callbacks SET outcome = $2 WHERE provider_tx_no = $1",
-        envelope.tx_no,
+        envelope.delivery_id,
         outcome.as_str(),
     )
     .execute(&mut *tx)
@@ -237,7 +273,7 @@ async fn record_and_apply(
 /// the application alone and becomes the callback's outcome.
 async fn apply_in_savepoint(
     tx: &mut PgConnection,
-    envelope: &ProviderEvent,
+    envelope: &Envelope,
     event: &Event,
 ) -> Result<Outcome, ApiError> {
     let mut savepoint = sqlx::Connection::begin(&mut *tx).await?;
@@ -248,13 +284,13 @@ async fn apply_in_savepoint(
         }
         Err(ApplyError::Database(sqlx::Error::Database(e))) if e.constraint().is_some() => {
             savepoint.rollback().await?;
-            tracing::error!(tx_no = %envelope.tx_no, constraint = ?e.constraint(), "provider callback refused by a constraint; flagged for an operator");
+            tracing::error!(tx_no = %envelope.delivery_id, constraint = ?e.constraint(), "provider callback refused by a constraint; flagged for an operator");
             Outcome::Conflict
         }
         Err(ApplyError::Database(e)) => return Err(e.into()),
         Err(refused) => {
             savepoint.rollback().await?;
-            tracing::error!(tx_no = %envelope.tx_no, error = %refused, "provider callback refused; flagged for an operator");
+            tracing::error!(tx_no = %envelope.delivery_id, error = %refused, "provider callback refused; flagged for an operator");
             Outcome::refused(&refused)
         }
     })
@@ -273,18 +309,14 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
     };
     if let Event::Failed(_) = event {
         let code = data.failure_code.as_deref().unwrap_or("declined");
-        let changed = apply::charge_failed(tx, payment_id, Some(&data.charge_id), code).await?;
+        let changed = apply::charge_failed(tx, payment_id, Some(&data.id), code).await?;
         return Ok(if changed {
             Outcome::Applied
         } else {
             Outcome::AlreadyApplied
         });
     }
-    let facts = ChargeFacts {
-        charge_id: data.charge_id.clone(),
-        amount_cents: data.amount_cents,
-        currency: data.currency.clone(),
-    };
+    let facts = ChargeFacts::of(data);
     Ok(
         match apply::charge_succeeded(tx, payment_id, &facts).await? {
             Applied::Paid => Outcome::Applied,

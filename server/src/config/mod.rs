@@ -8,10 +8,12 @@ use leptos::config::{Env, LeptosOptions};
 
 mod answers;
 mod limits;
+mod payment;
 mod waits;
 
 pub use answers::AnswerCacheSettings;
 pub use limits::{DbLimits, Limits, LoginLimits, Rate};
+pub use payment::{ProviderChoice, StripeSettings};
 pub use waits::IdempotencyWaits;
 
 use crate::client_addr::TrustedProxies;
@@ -35,7 +37,9 @@ pub struct Config {
     pub personal_data_retention: Duration,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
-    /// The payment provider's base URL.
+    /// The provider payments go through (`PAYMENT_PROVIDER`: the sandbox, or Stripe).
+    pub payment_provider: ProviderChoice,
+    /// The sandbox provider's base URL.
     pub provider_url: String,
     /// How long one call to the provider may take before it counts as lost.
     pub provider_timeout: Duration,
@@ -45,8 +49,9 @@ pub struct Config {
     /// How long an order may wait for its payment before the shop cancels it
     /// (`UNPAID_ORDER_EXPIRY_SECS`, two hours; `orders::cancel::expire_unpaid`).
     pub unpaid_order_expiry: Duration,
-    /// Secrets that may sign provider callbacks; several, so a secret can be rotated.
-    /// Required: there is no built-in default anyone could read in the source.
+    /// Secrets that may sign the sandbox provider's callbacks; several, so a secret can be
+    /// rotated. Required with the sandbox: there is no built-in default anyone could read in
+    /// the source.
     pub webhook_secrets: Vec<String>,
     /// Secrets that key request fingerprints (`idempotency::fingerprint`), newest first;
     /// several, so a secret can be rotated. Required, like the webhook secrets.
@@ -217,6 +222,7 @@ impl Config {
                 time_to_live: Duration::from_secs(var_or("ANSWER_CACHE_TTL_SECS", "3600").parse()?),
             },
             max_body_bytes: var_or("MAX_BODY_BYTES", "65536").parse()?,
+            payment_provider: ProviderChoice::from_vars(&var, &secrets)?,
             provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
             provider_timeout: millis("PROVIDER_TIMEOUT_MS", "10000")?,
             payment_settle_grace: millis("PAYMENT_SETTLE_GRACE_MS", "60000")?,
@@ -302,15 +308,7 @@ impl Config {
 
     /// Refuses combinations that would break a defence rather than run with them.
     pub fn validate(&self) -> anyhow::Result<()> {
-        anyhow::ensure!(
-            !self.webhook_secrets.is_empty(),
-            "PROVIDER_WEBHOOK_SECRETS is not set: without a secret shared with the payment \
-             provider, callbacks cannot be verified (scripts/run generates one)"
-        );
-        anyhow::ensure!(
-            self.webhook_secrets.iter().all(|s| s.len() >= 16),
-            "every PROVIDER_WEBHOOK_SECRETS entry must be at least 16 characters"
-        );
+        self.payment_provider.validate(&self.webhook_secrets)?;
         anyhow::ensure!(
             !self.fingerprint_secrets.is_empty(),
             "IDEMPOTENCY_FINGERPRINT_SECRETS is not set: request fingerprints are keyed with a \

@@ -19,7 +19,7 @@ use once_events::outbox;
 use sqlx::PgConnection;
 use uuid::Uuid;
 
-use crate::provider_client::Charge;
+use crate::payment_provider::Charge;
 
 /// What the provider says was charged.
 pub struct ChargeFacts {

@@ -1,11 +1,12 @@
-//! Payments: `POST /api/orders/{id}/payments` charges the sandbox provider through the
-//! idempotency executor, in recovery points ("atomic phases"):
+//! Payments: `POST /api/orders/{id}/payments` charges the payment provider (the sandbox or
+//! Stripe, behind `payment_provider`) through the idempotency executor, in recovery points ("atomic phases"):
 //!
 //! 1. the payment attempt row commits on its own ([`store::begin_attempt`]), stamped with
 //!    the start of its first charge call; a retry of the same request finds the same
 //!    attempt, and stamps each call it makes;
 //! 2. the provider is charged with *its* Idempotency-Key derived from the attempt id
-//!    ([`provider`]), so a retry after a lost response is replayed by the provider, never
+//!    ([`crate::payment_provider`]; an intent the provider makes first is recorded on the
+//!    attempt before it is confirmed), so a retry after a lost response is replayed by the provider, never
 //!    charged twice; transient provider errors are retried with backoff and full jitter;
 //! 3. the outcome is applied ([`apply`], the same idempotent code a callback uses) in the
 //!    transaction that completes the key.
@@ -22,6 +23,8 @@
 //! problems.
 
 pub mod apply;
+mod gate;
+pub mod instrument;
 mod problems;
 pub mod settle;
 pub mod store;
@@ -34,7 +37,6 @@ use axum::{
     Json,
 };
 use once_axum::{PgTx, Reply};
-use serde::Deserialize;
 use sqlx::{PgConnection, PgPool};
 use utoipa_axum::{router::OpenApiRouter, routes};
 use uuid::Uuid;
@@ -45,52 +47,17 @@ use crate::{
     extract::ApiJson,
     idempotency::{RequestExecutor, RequestKey},
     openapi::IdempotencyKeyHeader,
-    provider_client::{ChargeOrder, ProviderClient},
+    payment_provider::{ChargeOrder, Instrument, Provider, FAILED, SUCCEEDED},
     session::{NamedShopper, Shopper},
     state::AppState,
 };
+use gate::AttemptGate;
+use instrument::PayBody;
 use settle::SettleRules;
 use store::{AttemptKey, AttemptRefused, PaymentView};
 
 pub fn router() -> OpenApiRouter<AppState> {
     OpenApiRouter::new().routes(routes!(list, pay))
-}
-
-/// The body of `POST /api/orders/{id}/payments`. The amount is the order's, never the
-/// client's.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PayBody {
-    /// 12 to 19 digits, spaces allowed; sent to the provider, never stored. The sandbox
-    /// provider declines 4000000000000002 and charges the others.
-    #[schema(pattern = "^ *(?:[0-9] *){12,19}$", example = "4242 4242 4242 4242")]
-    card_number: String,
-}
-
-/// A card number as the provider accepts it: 12 to 19 digits.
-pub struct CardNumber(String);
-
-impl CardNumber {
-    pub fn parse(body: &serde_json::Value) -> Result<Self, ApiError> {
-        let body: PayBody = serde_json::from_value(body.clone()).map_err(|e| {
-            ApiError::bad_request(
-                "invalid-body",
-                format!("the payment body is not valid: {e}"),
-            )
-        })?;
-        let digits: String = body.card_number.chars().filter(|c| *c != ' ').collect();
-        if !(12..=19).contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(ApiError::unprocessable(
-                "invalid-card",
-                "a card number is 12 to 19 digits",
-            ));
-        }
-        Ok(Self(digits))
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
 }
 
 /// The identity of "pay this order" in the idempotency table.
@@ -125,7 +92,7 @@ fn pay_operation(order_id: Uuid) -> String {
 )]
 async fn pay(
     RequestExecutor(idem): RequestExecutor,
-    State(provider): State<ProviderClient>,
+    State(provider): State<Provider>,
     State(config): State<Arc<Config>>,
     // Named by the cookie, not loaded: the executor's first read asks whether the store knows
     // the session in the statement that reads the key, so a payment and each of its repeats
@@ -136,7 +103,7 @@ async fn pay(
     ApiJson(body): ApiJson<serde_json::Value>,
 ) -> Result<Response, ApiError> {
     let order_id = Uuid::parse_str(&id).map_err(|_| ApiError::NotFound)?;
-    let card = CardNumber::parse(&body)?;
+    let instrument = instrument::parse(&body, provider.instrument())?;
     let request = key.for_body(&shopper.id, &pay_operation(order_id), &body);
     let attempt = AttemptKey {
         scope: request.scope.clone(),
@@ -148,7 +115,7 @@ async fn pay(
     };
     Ok(idem
         .execute(request, move |db| {
-            charge_order(db, provider, rules, shopper.id, order_id, attempt, card)
+            charge_order(db, provider, rules, shopper.id, order_id, attempt, instrument)
         })
         .await)
 }
@@ -156,12 +123,12 @@ async fn pay(
 /// The three recovery points; see the module documentation.
 async fn charge_order(
     db: PgPool,
-    provider: ProviderClient,
+    provider: Provider,
     rules: SettleRules,
     shopper_id: String,
     order_id: Uuid,
     attempt: AttemptKey,
-    card: CardNumber,
+    instrument: Instrument,
 ) -> Result<(PgTx, Reply), ApiError> {
     let payment = match store::begin_attempt(&db, &shopper_id, order_id, &attempt).await {
         // Another intent's attempt is pending: settle it if it was abandoned, then try again.
@@ -173,21 +140,22 @@ async fn charge_order(
     };
     // Every call first stamps the attempt, on a pending one only (see `settle`); a new
     // attempt's first call was stamped when it was recorded.
-    let mut stamped = payment.stamped_now;
-    let stamp = || {
-        let first_stamped = std::mem::take(&mut stamped);
-        let db = &db;
-        async move { Ok(first_stamped || store::stamp_charge_call(db, payment.id).await?) }
+    let mut gate = AttemptGate {
+        db: db.clone(),
+        payment_id: payment.id,
+        first_stamped: payment.stamped_now,
     };
     let charged = match payment.status.as_str() {
         "pending" => {
             let order = ChargeOrder {
                 payment_id: payment.id,
+                order_id,
                 amount_cents: payment.amount_cents,
                 currency: &payment.currency,
-                card_number: card.as_str(),
+                instrument: &instrument,
+                intent_id: payment.provider_intent_id.clone(),
             };
-            provider.charge(&order, stamp).await
+            provider.charge(&order, &mut gate).await
         }
         _ => Ok(None),
     };
@@ -211,7 +179,7 @@ async fn charge_order(
     };
     let mut tx = db.begin().await?;
     match charge.status.as_str() {
-        "succeeded" => {
+        SUCCEEDED => {
             let facts = apply::ChargeFacts::of(&charge);
             if apply::charge_succeeded(&mut tx, payment.id, &facts).await? == apply::Applied::Paid {
                 // The attempt is what this charge made it: no need to read it back.
@@ -219,7 +187,7 @@ async fn charge_order(
                 return Ok((tx, reply));
             }
         }
-        "failed" => {
+        FAILED => {
             let code = charge.failure_code.as_deref().unwrap_or("declined");
             apply::charge_failed(&mut tx, payment.id, Some(&charge.id), code).await?;
         }

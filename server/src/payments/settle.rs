@@ -25,7 +25,7 @@ use uuid::Uuid;
 
 use super::{apply, store};
 use crate::error::ApiError;
-use crate::provider_client::ProviderClient;
+use crate::payment_provider::{AttemptRef, Provider, FAILED, SUCCEEDED};
 
 /// The failure code of an attempt closed because the provider never charged it.
 pub const NOT_CHARGED: &str = "not_charged";
@@ -42,7 +42,7 @@ pub struct SettleRules {
 /// is still processing it).
 pub async fn abandoned_attempt(
     db: &PgPool,
-    provider: &ProviderClient,
+    provider: &Provider,
     order_id: Uuid,
     rules: SettleRules,
 ) -> Result<(), ApiError> {
@@ -52,11 +52,15 @@ pub async fn abandoned_attempt(
     if blocker.running || !blocker.quiet {
         return Err(ApiError::PaymentInProgress);
     }
-    let charges = provider.charges_for(blocker.id).await?;
+    let attempt = AttemptRef {
+        payment_id: blocker.id,
+        intent_id: blocker.intent_id.as_deref(),
+    };
+    let charges = provider.charges_for(&attempt).await?;
     let mut tx = db.begin().await?;
-    if let Some(charge) = charges.iter().find(|c| c.status == "succeeded") {
+    if let Some(charge) = charges.iter().find(|c| c.status == SUCCEEDED) {
         apply::charge_succeeded(&mut tx, blocker.id, &apply::ChargeFacts::of(charge)).await?;
-    } else if charges.iter().any(|c| c.status != "failed") {
+    } else if charges.iter().any(|c| c.status != FAILED) {
         return Err(ApiError::PaymentInProgress);
     } else {
         let code = charges

@@ -24,6 +24,9 @@ pub struct Attempt {
     /// provider when another intent found it blocking the order).
     pub status: String,
     pub failure_code: Option<String>,
+    /// The provider's object recorded for it before it was confirmed (a Stripe
+    /// PaymentIntent); none with the sandbox, or before the first try recorded it.
+    pub provider_intent_id: Option<String>,
     /// Recorded by this call, with its first charge call stamped in the same commit: that
     /// call needs no stamp of its own (see [`begin_attempt`]).
     pub stamped_now: bool,
@@ -114,13 +117,14 @@ pub async fn begin_attempt(
              WHERE o.id = $2 AND o.session_id = $5 AND o.status = 'pending_payment'
                FOR NO KEY UPDATE OF o
             ON CONFLICT ON CONSTRAINT payments_attempt_key DO NOTHING
-            RETURNING id, order_id, amount_cents, currency, status, failure_code)
+            RETURNING id, order_id, amount_cents, currency, status, failure_code, provider_intent_id)
          SELECT id AS "id!", order_id AS "order_id!", amount_cents AS "amount_cents!",
-                currency AS "currency!", status AS "status!", failure_code,
+                currency AS "currency!", status AS "status!", failure_code, provider_intent_id,
                 true AS "stamped_now!"
            FROM new
          UNION ALL
-         SELECT id, order_id, amount_cents, currency, status, failure_code, false FROM payments
+         SELECT id, order_id, amount_cents, currency, status, failure_code, provider_intent_id,
+                false FROM payments
           WHERE idempotency_scope = $3 AND idempotency_key = $4 AND order_id = $2"#,
         Uuid::new_v4(),
         order_id,
@@ -137,7 +141,7 @@ pub async fn begin_attempt(
     let found = sqlx::query_as!(
         Attempt,
         r#"SELECT id, order_id, amount_cents, currency, status, failure_code,
-                  false AS "stamped_now!" FROM payments
+                  provider_intent_id, false AS "stamped_now!" FROM payments
           WHERE idempotency_scope = $1 AND idempotency_key = $2 AND order_id = $3"#,
         attempt.scope,
         attempt.key,
@@ -173,6 +177,8 @@ async fn why_not_payable(
 #[derive(Debug)]
 pub struct Blocker {
     pub id: Uuid,
+    /// The provider's object recorded for it, if any (see [`Attempt::provider_intent_id`]).
+    pub intent_id: Option<String>,
     /// Its request may still be running: the key is leased, or its lease ended less than
     /// one more lease ago (a stalled holder may wake up and call the provider).
     pub running: bool,
@@ -188,7 +194,7 @@ pub async fn blocker(
 ) -> Result<Option<Blocker>, sqlx::Error> {
     // The millisecond count is bigint, as bound (Postgres alone would infer a float).
     let pending = sqlx::query!(
-        r#"SELECT p.id, p.idempotency_scope, p.idempotency_key,
+        r#"SELECT p.id, p.idempotency_scope, p.idempotency_key, p.provider_intent_id,
                 coalesce(p.charge_requested_at, p.created_at) < now() - $2::bigint * interval '1 millisecond' AS "quiet!"
            FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'"#,
         order_id,
@@ -208,6 +214,7 @@ pub async fn blocker(
     .await?;
     Ok(Some(Blocker {
         id: pending.id,
+        intent_id: pending.provider_intent_id,
         running,
         quiet: pending.quiet,
     }))
@@ -223,6 +230,24 @@ pub async fn stamp_charge_call(db: &PgPool, payment_id: Uuid) -> Result<bool, sq
     .execute(db)
     .await?;
     Ok(stamped.rows_affected() == 1)
+}
+
+/// Records the provider's object for an attempt before it is confirmed, unless one was
+/// recorded before (an earlier try's): returns the one the attempt keeps. Commits on its own,
+/// before the confirming call: it is the point a lost answer resumes from.
+pub async fn record_intent(
+    db: &PgPool,
+    payment_id: Uuid,
+    intent_id: &str,
+) -> Result<String, sqlx::Error> {
+    sqlx::query_scalar!(
+        r#"UPDATE payments SET provider_intent_id = coalesce(provider_intent_id, $2)
+            WHERE id = $1 RETURNING provider_intent_id AS "intent_id!""#,
+        payment_id,
+        intent_id,
+    )
+    .fetch_one(db)
+    .await
 }
 
 /// Closes a pending attempt the provider never charged, if it is still quiet: the

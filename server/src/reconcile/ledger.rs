@@ -23,7 +23,7 @@ use crate::{
     error::ApiError,
     journal::{self, Actor},
     payments::apply::{self, Applied, ApplyError, ChargeFacts},
-    provider_client::Charge,
+    payment_provider::{Charge, SUCCEEDED},
 };
 
 struct Ours {
@@ -40,7 +40,7 @@ impl Reconciler {
         run_id: Uuid,
         charge: &Charge,
     ) -> Result<bool, ApiError> {
-        if charge.status != "succeeded" || refund::refunded(&self.db, &charge.id).await? {
+        if charge.status != SUCCEEDED || refund::refunded(&self.db, &charge.id).await? {
             return Ok(false);
         }
         let payment_id = Uuid::parse_str(&charge.reference).ok();

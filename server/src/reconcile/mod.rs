@@ -53,7 +53,7 @@ pub async fn refund_finding(reconciler: &Reconciler, id: Uuid) -> Result<bool, A
     Ok(findings::resolve(&reconciler.db, id).await?)
 }
 
-use crate::{error::ApiError, payments::settle::SettleRules, provider_client::ProviderClient};
+use crate::{error::ApiError, payment_provider::Provider, payments::settle::SettleRules};
 
 /// How long a run holds the lease without renewing it; a run renews it every third of that
 /// while it works, and a run that dies leaves it to expire.
@@ -64,7 +64,7 @@ const MAX_PAGES: usize = 1000;
 #[derive(Clone)]
 pub struct Reconciler {
     pub db: PgPool,
-    pub provider: ProviderClient,
+    pub provider: Provider,
     pub rules: SettleRules,
     /// How far before the last run's latest ledger entry the next run starts reading.
     pub overlap: Duration,

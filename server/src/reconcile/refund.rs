@@ -9,7 +9,7 @@ use super::findings::{self, Finding};
 use crate::{
     error::ApiError,
     journal::{self, Actor},
-    provider_client::ProviderClient,
+    payment_provider::Provider,
 };
 
 /// Refunds `charge_id` (taken for `payment_id`, if it names one of ours) and records it,
@@ -18,7 +18,7 @@ use crate::{
 /// is new.
 pub async fn refund_charge(
     db: &PgPool,
-    provider: &ProviderClient,
+    provider: &Provider,
     payment_id: Option<Uuid>,
     charge_id: &str,
     finding: Option<(Uuid, Finding<'_>)>,

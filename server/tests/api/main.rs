@@ -48,5 +48,6 @@ mod repeats;
 mod sessions;
 mod shop;
 mod simultaneous_payments;
+mod stripe;
 mod waits;
 mod worker_faults;

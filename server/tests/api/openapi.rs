@@ -11,6 +11,7 @@ use std::{collections::BTreeSet, path::Path};
 use regex::Regex;
 use serde_json::Value;
 use server::openapi::problems::{OUTSIDE_OPERATIONS, PROBLEM_TYPES};
+use server::payment_provider::InstrumentKind;
 
 use crate::helpers::*;
 
@@ -215,6 +216,12 @@ async fn every_route_the_server_declares_is_in_the_document() {
         let response = request.send().await.unwrap();
         let status = response.status().as_u16();
         let body = response.text().await.unwrap();
+        // Only the route of the provider the shop pays through takes callbacks; this shop
+        // pays through the sandbox, so Stripe's route is documented and not found.
+        if path == "/webhooks/stripe" {
+            assert_eq!(status, 404, "{body}");
+            continue;
+        }
         assert!(
             status != 404 && status != 405 && status < 500,
             "{method} {path} is documented but answers {status}: {body}"
@@ -555,8 +562,18 @@ async fn the_documented_sku_and_card_patterns_are_the_rules_the_server_parses_by
         "4242\t4242424242424",
         "",
     ] {
-        let parsed =
-            server::payments::CardNumber::parse(&serde_json::json!({ "card_number": text }));
+        let parsed = server::payments::instrument::parse(
+            &serde_json::json!({ "card_number": text }),
+            InstrumentKind::CardNumber,
+        );
         assert_eq!(card.is_match(text), parsed.is_ok(), "{text:?}");
+    }
+    let method = pattern_of("PayBody", "payment_method");
+    for text in ["pm_card_visa", "card_1AbC", "pm_1/../x", "pm 1", "", &"a".repeat(256)] {
+        let parsed = server::payments::instrument::parse(
+            &serde_json::json!({ "payment_method": text }),
+            InstrumentKind::PaymentMethod,
+        );
+        assert_eq!(method.is_match(text), parsed.is_ok(), "{text:?}");
     }
 }

@@ -1,4 +1,6 @@
-//! Verifying `Once-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "t.body">`: within
+//! Verifying a callback's signature header, `t=<unix seconds>,v1=<hex HMAC-SHA256 of
+//! "t.body">` (the sandbox's `Once-Signature` and Stripe's `Stripe-Signature` alike; other
+//! entries, such as Stripe's `v0`, are ignored): within
 //! 300 s of now (either way), compared in constant time, against every accepted secret (so
 //! a secret can be rotated without losing callbacks).
 //!
@@ -17,9 +19,9 @@ pub const MAX_HEADER_BYTES: usize = 512;
 
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
-    #[error("the Once-Signature header is missing")]
+    #[error("the signature header is missing")]
     Missing,
-    #[error("the Once-Signature header is malformed")]
+    #[error("the signature header is malformed")]
     Malformed,
     #[error("the signature's timestamp is more than 300 seconds away from now")]
     Stale,
