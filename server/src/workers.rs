@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     config::Config, fulfillment::Fulfillment, mailer::Mailer, metrics::Metrics,
-    payments::settle::SettleRules, payment_provider::Provider, reconcile::Reconciler,
+    payment_provider::Provider, payments::settle::SettleRules, reconcile::Reconciler,
     state::AppState,
 };
 

@@ -19,11 +19,7 @@ use crate::{error::ApiError, payment_provider::Provider};
 
 /// `event`, or [`Event::Unconfirmed`] when it could change its attempt and the provider does
 /// not list its charge for the attempt with the status it claims.
-pub async fn confirmed(
-    db: &PgPool,
-    provider: &Provider,
-    event: Event,
-) -> Result<Event, ApiError> {
+pub async fn confirmed(db: &PgPool, provider: &Provider, event: Event) -> Result<Event, ApiError> {
     let (data, status) = match &event {
         Event::Succeeded(data) => (data, "succeeded"),
         Event::Failed(data) => (data, "failed"),

@@ -34,14 +34,18 @@ use uuid::Uuid;
 use crate::{
     error::ApiError,
     journal::{self, Actor},
-    payment_provider::{Charge, EventAbout, Provider, ReceivedEvent, SignatureError, WebhookRefusal},
+    payment_provider::{
+        Charge, EventAbout, Provider, ReceivedEvent, SignatureError, WebhookRefusal,
+    },
     payments::apply::{self, Applied, ApplyError, ChargeFacts},
     state::AppState,
 };
 use outcome::Outcome;
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(receive)).routes(routes!(receive_stripe))
+    OpenApiRouter::new()
+        .routes(routes!(receive))
+        .routes(routes!(receive_stripe))
 }
 
 /// What the callback says, once understood.

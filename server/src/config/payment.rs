@@ -83,7 +83,10 @@ impl ProviderChoice {
                 && stripe.webhook_secrets.iter().all(|s| s.len() >= 16),
             "STRIPE_WEBHOOK_SECRETS must hold the endpoint's signing secret (whsec_…)"
         );
-        for (name, url) in [("STRIPE_API_BASE", &stripe.api_base), ("STRIPE_JS_URL", &stripe.js_url)] {
+        for (name, url) in [
+            ("STRIPE_API_BASE", &stripe.api_base),
+            ("STRIPE_JS_URL", &stripe.js_url),
+        ] {
             let parsed = reqwest::Url::parse(url)
                 .map_err(|e| anyhow::anyhow!("{name} is not a URL: {e}"))?;
             anyhow::ensure!(

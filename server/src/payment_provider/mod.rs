@@ -203,9 +203,10 @@ impl Provider {
                 config.provider_timeout,
                 config.webhook_secrets.clone(),
             ))),
-            crate::config::ProviderChoice::Stripe(stripe) => Self(Arc::new(
-                stripe::Stripe::new(stripe, config.provider_timeout),
-            )),
+            crate::config::ProviderChoice::Stripe(stripe) => Self(Arc::new(stripe::Stripe::new(
+                stripe,
+                config.provider_timeout,
+            ))),
         }
     }
 }

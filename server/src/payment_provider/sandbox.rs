@@ -13,8 +13,8 @@ use uuid::Uuid;
 
 use super::{
     http::{self, charge_with_retries, get_json, lookup_failed, ChargeTry, Failure},
-    signature, AttemptRef, CallGate, Charge, ChargeOrder, EventAbout, Instrument,
-    InstrumentKind, LedgerPage, PaymentProvider, ReceivedEvent, WebhookRefusal,
+    signature, AttemptRef, CallGate, Charge, ChargeOrder, EventAbout, Instrument, InstrumentKind,
+    LedgerPage, PaymentProvider, ReceivedEvent, WebhookRefusal,
 };
 use crate::error::ApiError;
 

@@ -23,9 +23,8 @@ use uuid::Uuid;
 
 use super::{
     http::{self, charge_with_retries, get_json, lookup_failed, ChargeTry, Failure},
-    signature, AttemptRef, CallGate, Charge, ChargeOrder, EventAbout, Instrument,
-    InstrumentKind, LedgerPage, PaymentProvider, ReceivedEvent, WebhookRefusal, FAILED,
-    SUCCEEDED,
+    signature, AttemptRef, CallGate, Charge, ChargeOrder, EventAbout, Instrument, InstrumentKind,
+    LedgerPage, PaymentProvider, ReceivedEvent, WebhookRefusal, FAILED, SUCCEEDED,
 };
 use crate::{config::StripeSettings, error::ApiError};
 
@@ -70,9 +69,7 @@ impl Intent {
         let status = match (self.status.as_str(), declined) {
             ("succeeded", _) => SUCCEEDED,
             ("requires_payment_method" | "canceled", Some(_)) => FAILED,
-            ("requires_payment_method" | "requires_confirmation" | "canceled", None) => {
-                NOT_CHARGED
-            }
+            ("requires_payment_method" | "requires_confirmation" | "canceled", None) => NOT_CHARGED,
             _ => PROCESSING,
         };
         Charge {
@@ -80,8 +77,7 @@ impl Intent {
             status: status.to_owned(),
             amount_cents: self.amount,
             currency: self.currency.to_ascii_uppercase(),
-            failure_code: declined
-                .and_then(|e| e.decline_code.clone().or_else(|| e.code.clone())),
+            failure_code: declined.and_then(|e| e.decline_code.clone().or_else(|| e.code.clone())),
             reference: self.metadata.get("payment_id").cloned().unwrap_or_default(),
             created_at: self.created.and_then(at),
         }
@@ -172,7 +168,10 @@ impl PaymentProvider for Stripe {
             return Ok(Vec::new());
         };
         let charge = self.intent(id).await?.map(|intent| intent.charge());
-        Ok(charge.into_iter().filter(|c| c.status != NOT_CHARGED).collect())
+        Ok(charge
+            .into_iter()
+            .filter(|c| c.status != NOT_CHARGED)
+            .collect())
     }
 
     async fn charge_for(
@@ -252,7 +251,9 @@ impl PaymentProvider for Stripe {
         body: &[u8],
         now: i64,
     ) -> Result<ReceivedEvent, WebhookRefusal> {
-        let header = headers.get("stripe-signature").and_then(|v| v.to_str().ok());
+        let header = headers
+            .get("stripe-signature")
+            .and_then(|v| v.to_str().ok());
         signature::verify(header, body, &self.webhook_secrets, now)?;
         read_event_body(body)
     }
@@ -355,7 +356,9 @@ impl TwoSteps<'_> {
     async fn read(&self, id: &str) -> Result<Intent, Failure> {
         match self.stripe.intent(id).await {
             Ok(Some(intent)) => Ok(intent),
-            Ok(None) => Err(Failure::Rejected(format!("Stripe does not know intent {id}"))),
+            Ok(None) => Err(Failure::Rejected(format!(
+                "Stripe does not know intent {id}"
+            ))),
             Err(e) => Err(Failure::Transient(e.to_string())),
         }
     }
@@ -418,12 +421,18 @@ mod tests {
     #[test]
     fn intents_read_as_charges_of_their_attempt() {
         let paid = intent("succeeded", false).charge();
-        assert_eq!((paid.status.as_str(), paid.currency.as_str()), (SUCCEEDED, "EUR"));
+        assert_eq!(
+            (paid.status.as_str(), paid.currency.as_str()),
+            (SUCCEEDED, "EUR")
+        );
         assert_eq!(paid.reference, "p");
         let declined = intent("requires_payment_method", true).charge();
         assert_eq!(declined.status, FAILED);
         assert_eq!(declined.failure_code.as_deref(), Some("card_declined"));
-        assert_eq!(intent("requires_confirmation", false).charge().status, NOT_CHARGED);
+        assert_eq!(
+            intent("requires_confirmation", false).charge().status,
+            NOT_CHARGED
+        );
         assert_eq!(intent("processing", false).charge().status, PROCESSING);
         assert_eq!(intent("requires_action", false).charge().status, PROCESSING);
     }
@@ -431,7 +440,13 @@ mod tests {
     #[test]
     fn only_plain_ids_are_put_in_a_path() {
         assert!(safe_id("pi_3XMAqjnBWe6TsU"));
-        for bad in ["", "pi_1/../../v1/refunds", "pi_1?x=1", "pi 1", &"a".repeat(256)] {
+        for bad in [
+            "",
+            "pi_1/../../v1/refunds",
+            "pi_1?x=1",
+            "pi 1",
+            &"a".repeat(256),
+        ] {
             assert!(!safe_id(bad), "{bad}");
         }
     }

@@ -59,7 +59,9 @@ fn card_number(card: &str) -> Result<Instrument, ApiError> {
 }
 
 fn payment_method(method: String) -> Result<Instrument, ApiError> {
-    let plain = method.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    let plain = method
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_');
     if !(1..=255).contains(&method.len()) || !plain {
         return Err(ApiError::unprocessable(
             "invalid-card",
@@ -97,7 +99,10 @@ mod tests {
         problem(method, InstrumentKind::CardNumber);
         let both = json!({"card_number": "4242424242424242", "payment_method": "pm_card_visa"});
         problem(both, InstrumentKind::PaymentMethod);
-        problem(json!({"payment_method": "pm_1/../x"}), InstrumentKind::PaymentMethod);
+        problem(
+            json!({"payment_method": "pm_1/../x"}),
+            InstrumentKind::PaymentMethod,
+        );
         problem(json!({"card_number": "42"}), InstrumentKind::CardNumber);
     }
 }

@@ -115,7 +115,9 @@ async fn pay(
     };
     Ok(idem
         .execute(request, move |db| {
-            charge_order(db, provider, rules, shopper.id, order_id, attempt, instrument)
+            charge_order(
+                db, provider, rules, shopper.id, order_id, attempt, instrument,
+            )
         })
         .await)
 }

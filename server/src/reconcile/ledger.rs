@@ -22,8 +22,8 @@ use super::{
 use crate::{
     error::ApiError,
     journal::{self, Actor},
-    payments::apply::{self, Applied, ApplyError, ChargeFacts},
     payment_provider::{Charge, SUCCEEDED},
+    payments::apply::{self, Applied, ApplyError, ChargeFacts},
 };
 
 struct Ours {

@@ -569,7 +569,14 @@ async fn the_documented_sku_and_card_patterns_are_the_rules_the_server_parses_by
         assert_eq!(card.is_match(text), parsed.is_ok(), "{text:?}");
     }
     let method = pattern_of("PayBody", "payment_method");
-    for text in ["pm_card_visa", "card_1AbC", "pm_1/../x", "pm 1", "", &"a".repeat(256)] {
+    for text in [
+        "pm_card_visa",
+        "card_1AbC",
+        "pm_1/../x",
+        "pm 1",
+        "",
+        &"a".repeat(256),
+    ] {
         let parsed = server::payments::instrument::parse(
             &serde_json::json!({ "payment_method": text }),
             InstrumentKind::PaymentMethod,

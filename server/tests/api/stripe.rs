@@ -23,7 +23,9 @@ async fn attempt(app: &TestApp, order_id: &str) -> (String, String, Option<Strin
 /// Waits until the shop recorded `n` Stripe callbacks; returns their outcomes.
 async fn callbacks(app: &TestApp, n: i64) -> Vec<String> {
     eventually("the webhooks arrive", || async {
-        app.count_where("payment_callbacks", "event_id LIKE 'evt_%'").await >= n
+        app.count_where("payment_callbacks", "event_id LIKE 'evt_%'")
+            .await
+            >= n
     })
     .await;
     sqlx::query_scalar("SELECT outcome FROM payment_callbacks ORDER BY received_at")
@@ -46,7 +48,13 @@ async fn a_card_paid_through_stripe_pays_the_order_once_and_ships_it_once() {
     let intents = stripe.intents_of_order(&order_id).await;
     assert_eq!(intents.len(), 1, "one intent for the order");
     assert_eq!(payment["provider_charge_id"], intents[0]["id"]);
-    assert_eq!((intents[0]["amount"].as_i64(), intents[0]["currency"].as_str()), (Some(3600), Some("eur")));
+    assert_eq!(
+        (
+            intents[0]["amount"].as_i64(),
+            intents[0]["currency"].as_str()
+        ),
+        (Some(3600), Some("eur"))
+    );
     assert_eq!(app.order_status(&order_id).await, "paid");
     // Stripe's own webhook comes after the answer: recorded, and it changes nothing.
     assert_eq!(callbacks(&app, 1).await, ["already_applied"]);
@@ -74,7 +82,10 @@ async fn a_declined_card_declines_the_attempt_and_charges_nothing() {
     // Its `payment_intent.payment_failed` arrives and changes nothing more.
     assert_eq!(callbacks(&app, 1).await, ["already_applied"]);
     // The order can still be paid with another card.
-    let again = pay_with_method(&app, &order_id, "pay-2", PM_VISA).send().await.unwrap();
+    let again = pay_with_method(&app, &order_id, "pay-2", PM_VISA)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(again.status(), 201);
 }
 
@@ -88,10 +99,19 @@ async fn a_card_that_asks_for_authentication_is_declined_and_its_intent_cancelle
         .await
         .unwrap();
     let problem = assert_problem(response, 402, "card-declined").await;
-    assert!(problem["detail"].as_str().unwrap().contains("authentication_required"), "{problem}");
+    assert!(
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("authentication_required"),
+        "{problem}"
+    );
     let intents = stripe.intents_of_order(&order_id).await;
     assert_eq!(intents.len(), 1);
-    assert_eq!(intents[0]["status"], "canceled", "it can never be charged later");
+    assert_eq!(
+        intents[0]["status"], "canceled",
+        "it can never be charged later"
+    );
 }
 
 #[tokio::test]
@@ -109,14 +129,21 @@ async fn a_lost_answer_resumes_the_recorded_intent_and_charges_once() {
     assert_eq!(lost.status(), 503);
     let (_, status, intent) = attempt(&app, &order_id).await;
     assert_eq!(status, "pending");
-    assert!(intent.is_some(), "the intent was recorded before it was confirmed");
+    assert!(
+        intent.is_some(),
+        "the intent was recorded before it was confirmed"
+    );
     assert_eq!(stripe.charged(&order_id).await, 1);
     let retry = pay_with_method(&app, &order_id, "pay-1", PM_VISA)
         .send()
         .await
         .unwrap();
     assert_eq!(retry.status(), 201);
-    assert_eq!(stripe.intents_of_order(&order_id).await.len(), 1, "no second intent");
+    assert_eq!(
+        stripe.intents_of_order(&order_id).await.len(),
+        1,
+        "no second intent"
+    );
     assert_eq!(stripe.charged(&order_id).await, 1);
     assert_eq!(app.order_status(&order_id).await, "paid");
 }
@@ -144,10 +171,17 @@ async fn a_webhook_delivered_twice_and_out_of_order_is_applied_once() {
     failed["data"]["object"]["status"] = json!("requires_payment_method");
     failed["data"]["object"]["last_payment_error"] = json!({"code": "card_declined"});
     let late = deliver(&app, &failed, STRIPE_WEBHOOK_SECRET).await;
-    assert_eq!(late.json::<Value>().await.unwrap()["outcome"], "already_applied");
+    assert_eq!(
+        late.json::<Value>().await.unwrap()["outcome"],
+        "already_applied"
+    );
     let (_, status, _) = attempt(&app, &order_id).await;
     assert_eq!(status, "succeeded");
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -164,7 +198,10 @@ async fn a_webhook_with_another_secret_or_another_orders_intent_changes_nothing(
     assert_eq!(lost.status(), 503);
     let (payment_a, _, _) = attempt(&app, &order_a).await;
     let order_b = place_order(&app).await;
-    let paid = pay_with_method(&app, &order_b, "pay-b", PM_VISA).send().await.unwrap();
+    let paid = pay_with_method(&app, &order_b, "pay-b", PM_VISA)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(paid.status(), 201);
     let mut event = stripe.events("payment_intent.succeeded").await.remove(0);
     // B's intent, claimed for A's attempt.
@@ -175,7 +212,10 @@ async fn a_webhook_with_another_secret_or_another_orders_intent_changes_nothing(
     assert_problem(unsigned, 401, "signature-invalid").await;
     assert_eq!(app.count("payment_callbacks").await, 0, "nothing stored");
     let signed = deliver(&app, &event, STRIPE_WEBHOOK_SECRET).await;
-    assert_eq!(signed.json::<Value>().await.unwrap()["outcome"], "unconfirmed");
+    assert_eq!(
+        signed.json::<Value>().await.unwrap()["outcome"],
+        "unconfirmed"
+    );
     let (_, status, _) = attempt(&app, &order_a).await;
     assert_eq!(status, "pending", "another order's intent pays nothing");
     assert_eq!(app.order_status(&order_a).await, "pending_payment");
@@ -197,15 +237,26 @@ async fn the_reconciler_pays_an_order_whose_webhook_never_came_from_stripes_even
     let summary = run(&reconciler).await;
     assert_eq!((summary.charges_seen, summary.findings), (1, 1));
     assert_eq!(app.order_status(&order_id).await, "paid");
-    assert_eq!(app.count_where("reconcile_findings", "kind = 'missed_success'").await, 1);
-    assert_eq!(run(&reconciler).await.findings, 0, "a second run finds nothing new");
+    assert_eq!(
+        app.count_where("reconcile_findings", "kind = 'missed_success'")
+            .await,
+        1
+    );
+    assert_eq!(
+        run(&reconciler).await.findings,
+        0,
+        "a second run finds nothing new"
+    );
 }
 
 #[tokio::test]
 async fn two_intents_charged_for_one_order_are_refunded_once() {
     let (app, stripe) = spawn_shop_and_stripe().await;
     let order_id = place_order(&app).await;
-    let paid = pay_with_method(&app, &order_id, "pay-1", PM_VISA).send().await.unwrap();
+    let paid = pay_with_method(&app, &order_id, "pay-1", PM_VISA)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(paid.status(), 201);
     let (payment_id, _, kept) = attempt(&app, &order_id).await;
     // A second intent for the same attempt, as a create Stripe did not deduplicate would be.
@@ -216,9 +267,21 @@ async fn two_intents_charged_for_one_order_are_refunded_once() {
     run(&reconciler).await;
     run(&reconciler).await;
     let stray_id = stray["id"].as_str().unwrap();
-    assert_eq!(stripe.refunds_of(stray_id).await, 1, "the second charge, refunded once");
-    assert_eq!(stripe.refunds_of(kept.as_deref().unwrap()).await, 0, "the order's own charge kept");
-    assert_eq!(app.count_where("reconcile_findings", "kind = 'double_charge'").await, 1);
+    assert_eq!(
+        stripe.refunds_of(stray_id).await,
+        1,
+        "the second charge, refunded once"
+    );
+    assert_eq!(
+        stripe.refunds_of(kept.as_deref().unwrap()).await,
+        0,
+        "the order's own charge kept"
+    );
+    assert_eq!(
+        app.count_where("reconcile_findings", "kind = 'double_charge'")
+            .await,
+        1
+    );
     assert_eq!(app.order_status(&order_id).await, "paid");
 }
 
@@ -229,16 +292,31 @@ async fn in_stripe_mode_a_card_number_is_refused_and_the_sandbox_route_is_not_fo
     let card = pay(&app, &order_id, "pay-1", CARD_OK, &[]).await;
     assert_problem(card, 422, "invalid-card").await;
     assert_eq!(app.count("payments").await, 0, "nothing stored");
-    let sandbox = app.client.post(app.url("/webhooks/provider")).body("{}").send().await.unwrap();
+    let sandbox = app
+        .client
+        .post(app.url("/webhooks/provider"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(sandbox.status(), 404);
 }
 
 #[tokio::test]
 async fn with_the_sandbox_the_stripe_route_is_not_found_and_a_payment_method_refused() {
     let app = spawn_app_with_faults(|_| {}).await;
-    let stripe_route = app.client.post(app.url("/webhooks/stripe")).body("{}").send().await.unwrap();
+    let stripe_route = app
+        .client
+        .post(app.url("/webhooks/stripe"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(stripe_route.status(), 404);
     let order_id = place_order(&app).await;
-    let method = pay_with_method(&app, &order_id, "pay-1", PM_VISA).send().await.unwrap();
+    let method = pay_with_method(&app, &order_id, "pay-1", PM_VISA)
+        .send()
+        .await
+        .unwrap();
     assert_problem(method, 422, "invalid-card").await;
 }
