@@ -150,6 +150,7 @@ pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
         pay_key: backend.fresh_key(),
         cancel_key: backend.fresh_key(),
         key_retention_secs: backend.key_retention_secs(),
+        card_entry: backend.card_entry(),
     }))
 }
 

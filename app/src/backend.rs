@@ -7,7 +7,7 @@ use std::{future::Future, pin::Pin, sync::Arc};
 use leptos::prelude::*;
 use tower_sessions::Session;
 
-use domain::{details::DetailsDraft, Cart, Checkout, Order, Product};
+use domain::{details::DetailsDraft, CardEntry, Cart, Checkout, Order, Product};
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -55,6 +55,8 @@ pub trait ShopBackend: Send + Sync + 'static {
     fn fresh_key(&self) -> String;
     /// How long the server keeps an Idempotency-Key, in seconds.
     fn key_retention_secs(&self) -> u64;
+    /// How the payment form takes the card (the shop's payment provider decides).
+    fn card_entry(&self) -> CardEntry;
     fn order(
         &self,
         session: Session,

@@ -89,6 +89,21 @@ pub struct OrderPage {
     /// A fresh Idempotency-Key for cancelling the order, kept by the tab like the payment's.
     pub cancel_key: String,
     pub key_retention_secs: u64,
+    /// How the card is taken: by the server (the sandbox), or by Stripe.js in the browser.
+    pub card_entry: CardEntry,
+}
+
+/// How the payment form takes the card (docs/payments.md, "Going live with Stripe").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CardEntry {
+    /// A card number field, posted to the shop, which hands it to the sandbox provider.
+    CardNumber,
+    /// Stripe.js, loaded from `js_url` with the publishable key: the card goes from the
+    /// browser to Stripe, and the shop receives only the payment method Stripe made.
+    StripeJs {
+        js_url: String,
+        publishable_key: String,
+    },
 }
 
 /// Where an order is in its life. It only ever moves forward:

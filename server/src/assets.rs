@@ -52,6 +52,17 @@ pub fn router<S: Clone + Send + Sync + 'static>(
         .layer(axum::middleware::from_fn(move |request, next| {
             caching(kept.clone(), request, next)
         }))
+        .route("/card-entry.js", axum::routing::get(card_entry))
+}
+
+/// The order page's script that mounts Stripe.js's card field (with Stripe only; see
+/// `public/card-entry.js`). Small, and asked about each time: a release may change it.
+async fn card_entry() -> Response {
+    let headers = [
+        (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+        (header::CACHE_CONTROL, REVALIDATE),
+    ];
+    (headers, include_str!("../../public/card-entry.js")).into_response()
 }
 
 /// Whether `path` (as the request spells it) could name a file of the site: not when a part

@@ -6,7 +6,9 @@
 //!
 //! The content security policy lets a page run only the shop's own scripts: those under
 //! `/pkg/` and the inline hydration scripts Leptos writes, which carry a nonce made afresh
-//! for each answer ([`CspNonce`], handed to Leptos by `ssr`). The wasm module is compiled
+//! for each answer ([`CspNonce`], handed to Leptos by `ssr`); with Stripe, a page also runs
+//! Stripe.js from its one origin (`STRIPE_JS_URL`), which may call Stripe's API and frame
+//! Stripe's card field ([`Protection::for_stripe_js`]). The wasm module is compiled
 //! under `'wasm-unsafe-eval'`, never `'unsafe-eval'`. Styles come from the shop's stylesheet
 //! only. The API reference (`/api/docs`, Swagger UI) keeps inline styles. An answer that sets
 //! a header itself (the sandboxed email view sets its own policy) keeps it. The built site
@@ -40,33 +42,83 @@ impl CspNonce {
     }
 }
 
+/// Where the nonce goes in [`Protection::page_policy`].
+const NONCE: &str = "{nonce}";
+
 /// The policy of an answer; a page's inline scripts carry `nonce`, and an answer that is no
 /// page (JSON, the built site, a server function's reply) runs no inline script at all.
-fn policy(nonce: Option<&CspNonce>, path: &str) -> HeaderValue {
+fn policy(protection: &Protection, nonce: Option<&CspNonce>, path: &str) -> HeaderValue {
     match nonce {
         None if path.starts_with(REFERENCE_PATH) => HeaderValue::from_static(REFERENCE_POLICY),
         None => HeaderValue::from_static(POLICY),
         Some(CspNonce(nonce)) => {
-            let scripts = format!("script-src 'self' 'nonce-{nonce}'");
-            let page = POLICY.replacen("script-src 'self'", &scripts, 1);
+            let page = protection.page_policy.replacen(NONCE, nonce, 1);
             HeaderValue::from_str(&page).expect("a hex nonce keeps the policy a header value")
         }
     }
 }
 
-/// How the shop reaches its shoppers: over HTTPS (`SERVED_OVER_HTTPS`, TLS ended by the
-/// server's proxy) or not. Over HTTPS, every answer tells the browser to use nothing else
-/// for a year (HSTS), and the session cookies are `Secure` (`session`).
-#[derive(Clone, Copy, Debug)]
-pub struct Transport {
+/// What the headers depend on. How the shop reaches its shoppers: over HTTPS
+/// (`SERVED_OVER_HTTPS`, TLS ended by the server's proxy) or not; over HTTPS, every answer
+/// tells the browser to use nothing else for a year (HSTS), and the session cookies are
+/// `Secure` (`session`). And the pages' policy, with the nonce's place in it.
+#[derive(Clone, Debug)]
+pub struct Protection {
     pub https: bool,
+    page_policy: std::sync::Arc<str>,
 }
+
+impl Protection {
+    /// The shop's own scripts only.
+    pub fn new(https: bool) -> Self {
+        let scripts = format!("script-src 'self' 'nonce-{NONCE}'");
+        let page_policy = POLICY.replacen("script-src 'self'", &scripts, 1);
+        Self {
+            https,
+            page_policy: page_policy.into(),
+        }
+    }
+
+    /// Pages may also run Stripe.js from `js_url`'s origin, and nothing else: it calls
+    /// Stripe's API at that origin (Stripe's own script calls `api.stripe.com`) and frames
+    /// its card field from it (Stripe's own, from `js.stripe.com` and `hooks.stripe.com`).
+    pub fn for_stripe_js(https: bool, js_url: &str) -> anyhow::Result<Self> {
+        let url = reqwest::Url::parse(js_url)?;
+        let origin = url.origin().ascii_serialization();
+        let stripes_own = origin == "https://js.stripe.com";
+        let (api, hooks) = if stripes_own {
+            (" https://api.stripe.com", " https://hooks.stripe.com")
+        } else {
+            ("", "")
+        };
+        let page_policy = Self::new(https)
+            .page_policy
+            .replacen(NONCE_SOURCE, &format!("{NONCE_SOURCE} {origin}"), 1)
+            .replacen(
+                "connect-src 'self'",
+                &format!("connect-src 'self' {origin}{api}"),
+                1,
+            )
+            .replacen(
+                "frame-ancestors",
+                &format!("frame-src {origin}{hooks}; frame-ancestors"),
+                1,
+            );
+        Ok(Self {
+            https,
+            page_policy: page_policy.into(),
+        })
+    }
+}
+
+/// The nonce's source in a page's `script-src`.
+const NONCE_SOURCE: &str = "'nonce-{nonce}'";
 
 const HSTS: &str = "max-age=31536000; includeSubDomains";
 
 /// Middleware: adds the headers to every answer that does not set them itself.
 pub async fn protective(
-    State(transport): State<Transport>,
+    State(protection): State<Protection>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -75,7 +127,7 @@ pub async fn protective(
     // Only a page read renders inline scripts: the hot API paths make no nonce.
     let page = request.method().is_safe() && !under_pkg && !path.starts_with("/api/");
     let nonce = page.then(CspNonce::fresh);
-    let policy = policy(nonce.as_ref(), path);
+    let policy = policy(&protection, nonce.as_ref(), path);
     if let Some(nonce) = nonce {
         request.extensions_mut().insert(nonce);
     }
@@ -84,7 +136,7 @@ pub async fn protective(
     let static_asset = under_pkg && response.status().is_success();
     let headers = response.headers_mut();
     set_if_absent(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
-    if transport.https {
+    if protection.https {
         set_if_absent(headers, header::STRICT_TRANSPORT_SECURITY, HSTS);
     }
     set_if_absent(headers, header::X_FRAME_OPTIONS, "DENY");

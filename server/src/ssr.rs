@@ -18,11 +18,11 @@ use app::{
     backend::{Backend, BackendError, BoxFuture, ShopBackend},
     shell, App,
 };
-use domain::{details::DetailsDraft, Cart, Checkout, Order, Product};
+use domain::{details::DetailsDraft, CardEntry, Cart, Checkout, Order, Product};
 
 use crate::{
-    assets, cart, catalog, checkout_details, orders, page_deadline, refusals, session,
-    state::AppState,
+    assets, cart, catalog, checkout_details, config::ProviderChoice, orders, page_deadline,
+    refusals, session, state::AppState,
 };
 
 /// The page routes and server functions, with the backend in every request's context; any
@@ -32,6 +32,7 @@ pub fn router(state: &AppState) -> Router<AppState> {
         db: state.db.clone(),
         key_retention: state.config.idempotency_retention,
         cart_adds_per_hour: state.config.limits.cart_adds_per_hour,
+        card_entry: card_entry(&state.config.payment_provider),
     }));
     let options = (*state.leptos).clone();
     // Shared, not copied, into every page's context.
@@ -97,6 +98,18 @@ struct ServerBackend {
     db: PgPool,
     key_retention: std::time::Duration,
     cart_adds_per_hour: u32,
+    card_entry: CardEntry,
+}
+
+/// How the payment form takes the card with `provider`.
+fn card_entry(provider: &ProviderChoice) -> CardEntry {
+    match provider {
+        ProviderChoice::Sandbox => CardEntry::CardNumber,
+        ProviderChoice::Stripe(stripe) => CardEntry::StripeJs {
+            js_url: stripe.js_url.clone(),
+            publishable_key: stripe.publishable_key.clone(),
+        },
+    }
 }
 
 impl ShopBackend for ServerBackend {
@@ -203,6 +216,10 @@ impl ShopBackend for ServerBackend {
 
     fn key_retention_secs(&self) -> u64 {
         self.key_retention.as_secs()
+    }
+
+    fn card_entry(&self) -> CardEntry {
+        self.card_entry.clone()
     }
 
     fn order(

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{
     api, assets, checkout,
-    config::Config,
+    config::{Config, ProviderChoice},
     connections, credentials, db,
     faults::Faults,
     fulfillment, headers, health, journal, openapi, operator, origin,
@@ -205,6 +205,12 @@ impl Application {
 
 async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::Result<Router> {
     let https = state.config.served_over_https;
+    let protection = match &state.config.payment_provider {
+        ProviderChoice::Stripe(stripe) => {
+            headers::Protection::for_stripe_js(https, &stripe.js_url)?
+        }
+        ProviderChoice::Sandbox => headers::Protection::new(https),
+    };
     let sessions = session::layer(state.db.clone(), https).await?;
     let api::Documented {
         shop_api,
@@ -254,7 +260,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
             ServiceBuilder::new()
                 .layer(middleware::from_fn(unread_body::close_if_unread))
                 .layer(middleware::from_fn_with_state(
-                    headers::Transport { https },
+                    protection,
                     headers::protective,
                 ))
                 // Every answer names its request, a refusal of the rate limit's too.

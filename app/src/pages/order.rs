@@ -8,7 +8,7 @@ use crate::{
     components::{live::mark_live, preload::PreloadLazyIsland, status_line::StatusLine},
 };
 use domain::{
-    details::ShippingAddress, format_money, format_time, Fulfillment, Order,
+    details::ShippingAddress, format_money, format_time, CardEntry, Fulfillment, Order,
     OrderPage as OrderPageData, OrderStatus, StatusChange,
 };
 use once_leptos::{pause, use_submit_once, KeyOwner, Messages, Options, Problem};
@@ -52,6 +52,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         pay_key,
         cancel_key,
         key_retention_secs,
+        card_entry,
     } = page;
     let Order {
         id,
@@ -66,10 +67,20 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         email,
         shipping_address,
     } = order;
-    let pay = (status == OrderStatus::PendingPayment).then_some(Payable {
+    let payable = status == OrderStatus::PendingPayment;
+    // Stripe.js, then the page's script that mounts its card field, after the field.
+    let card_scripts = match (&card_entry, payable) {
+        (CardEntry::StripeJs { js_url, .. }, true) => Some(view! {
+            <script src=js_url.clone()></script>
+            <script src="/card-entry.js"></script>
+        }),
+        _ => None,
+    };
+    let pay = payable.then_some(Payable {
         pay_key,
         cancel_key,
         key_retention_secs,
+        card_entry,
     });
     view! {
         <Title text=format!("Order {order_no} · Once")/>
@@ -89,6 +100,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
                     <tfoot><tr><th>"Total"</th><th></th><th class="num">{format_money(total_cents, &currency)}</th></tr></tfoot>
                 </table>
             </OrderLive>
+            {card_scripts}
             <Recipient email shipping_address/>
             <a href="/orders">"All my orders"</a>
         </div>
@@ -126,6 +138,7 @@ struct Payable {
     pay_key: String,
     cancel_key: String,
     key_retention_secs: u64,
+    card_entry: CardEntry,
 }
 
 /// The order as it is now: polled while its payment settles and fulfillment runs.
@@ -170,9 +183,9 @@ fn OrderLive(
             </span>
         </p>
         {children()}
-        {pay.map(|Payable { pay_key, cancel_key, key_retention_secs }| view! {
+        {pay.map(|Payable { pay_key, cancel_key, key_retention_secs, card_entry }| view! {
             <Show when=awaiting_payment>
-                <PayForm order_id pay_key=pay_key.clone() key_retention_secs live/>
+                <PayForm order_id pay_key=pay_key.clone() key_retention_secs card_entry=card_entry.clone() live/>
                 <CancelForm order_id cancel_key=cancel_key.clone() key_retention_secs live/>
             </Show>
         })}
@@ -202,8 +215,25 @@ fn History(history: RwSignal<Vec<StatusChange>>) -> impl IntoView {
 /// payment. Once the charge is accepted, the page asks for the order's status until the
 /// payment has settled (by the charge's answer or the provider's callback).
 #[component]
-fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live) -> impl IntoView {
+fn PayForm(
+    order_id: Uuid,
+    pay_key: String,
+    key_retention_secs: u64,
+    card_entry: CardEntry,
+    live: Live,
+) -> impl IntoView {
     let card = RwSignal::new(TEST_CARD.to_owned());
+    let stripe_key = match &card_entry {
+        CardEntry::StripeJs {
+            publishable_key, ..
+        } => Some(publishable_key.clone()),
+        CardEntry::CardNumber => None,
+    };
+    let by_stripe = stripe_key.is_some();
+    // Stripe.js's answer is awaited before the payment is sent: a second click meanwhile
+    // must not ask for a second payment method.
+    let tokenising = RwSignal::new(false);
+    let card_error = RwSignal::new(None::<String>);
     // Paying needs the hook (there is no form post for payments): enabled once hydrated.
     let ready = RwSignal::new(false);
     Effect::new(move |_| ready.set(true));
@@ -234,13 +264,45 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
         },
     )
     .on_resumed(move |_| leptos::task::spawn_local(follow(order_id, live)));
+    let url = format!("/api/orders/{order_id}/payments");
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
-        let body = serde_json::json!({ "card_number": card.get_untracked() }).to_string();
-        submit.submit(&format!("/api/orders/{order_id}/payments"), body);
+        if !by_stripe {
+            let body = serde_json::json!({ "card_number": card.get_untracked() }).to_string();
+            submit.submit(&url, body);
+            return;
+        }
+        if tokenising.get_untracked() || submit.busy.get_untracked() {
+            return;
+        }
+        tokenising.set(true);
+        card_error.set(None);
+        let url = url.clone();
+        leptos::task::spawn_local(async move {
+            match stripe_payment_method().await {
+                Ok(method) => {
+                    let body = serde_json::json!({ "payment_method": method }).to_string();
+                    submit.submit(&url, body);
+                }
+                Err(why) => card_error.set(Some(why)),
+            }
+            tokenising.set(false);
+        });
     };
-    view! {
-        <form class="pay-form" on:submit=on_submit>
+    let card_field = match stripe_key {
+        Some(key) => view! {
+            <div class="card-field">
+                <span class="label">"Card"</span>
+                <div id="card-element" data-key=key data-testid="card-element"></div>
+                <noscript>
+                    <p class="error">
+                        "Paying by card needs JavaScript here: the card goes from your browser straight to Stripe, never through this shop."
+                    </p>
+                </noscript>
+            </div>
+        }
+        .into_any(),
+        None => view! {
             <label>
                 "Card number"
                 <input
@@ -252,17 +314,55 @@ fn PayForm(order_id: Uuid, pay_key: String, key_retention_secs: u64, live: Live)
                     on:input=move |ev| card.set(event_target_value(&ev))
                 />
             </label>
+        }
+        .into_any(),
+    };
+    view! {
+        <form class="pay-form" on:submit=on_submit>
+            {card_field}
             <button
                 type="submit"
                 class="primary"
                 disabled=move || !ready.get()
-                aria-disabled=move || submit.busy.get().to_string()
+                aria-disabled=move || (submit.busy.get() || tokenising.get()).to_string()
             >
                 "Pay"
             </button>
         </form>
         <StatusLine status=submit.status testid="pay-status"/>
+        {move || card_error.get().map(|why| view! {
+            <p class="error" role="alert" data-testid="card-error">{why}</p>
+        })}
     }
+}
+
+/// The payment method Stripe.js makes of the card typed into its field, through the
+/// page's `card-entry.js` (`window.onceCardPaymentMethod`); what to show when it cannot.
+async fn stripe_payment_method() -> Result<String, String> {
+    #[cfg(feature = "hydrate")]
+    {
+        use wasm_bindgen::JsCast;
+        let not_loaded = || "The card field has not loaded yet; please try again.".to_owned();
+        let window = web_sys::window().ok_or_else(not_loaded)?;
+        let make = js_sys::Reflect::get(&window, &"onceCardPaymentMethod".into())
+            .ok()
+            .and_then(|f| f.dyn_into::<js_sys::Function>().ok())
+            .ok_or_else(not_loaded)?;
+        let promise = make
+            .call0(&window)
+            .ok()
+            .and_then(|p| p.dyn_into::<js_sys::Promise>().ok())
+            .ok_or_else(not_loaded)?;
+        match wasm_bindgen_futures::JsFuture::from(promise).await {
+            Ok(method) => method.as_string().ok_or_else(not_loaded),
+            Err(error) => Err(js_sys::Reflect::get(&error, &"message".into())
+                .ok()
+                .and_then(|m| m.as_string())
+                .unwrap_or_else(|| "The card was not accepted; please check it.".to_owned())),
+        }
+    }
+    #[cfg(not(feature = "hydrate"))]
+    Err("Paying by card needs the page's scripts.".to_owned())
 }
 
 /// Cancelling the order while it waits for payment, once per key like paying: a double

@@ -149,9 +149,11 @@ pub trait PaymentProvider: Send + Sync {
         gate: &mut dyn CallGate,
     ) -> Result<Option<Charge>, ApiError>;
 
-    /// Every charge the provider made for an attempt, asked once: how an attempt whose
-    /// outcome is unknown is settled, by asking, never guessing.
-    async fn charges_for(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError>;
+    /// Every charge the provider made for an attempt whose request is over, once nothing can
+    /// charge it any more: what could still be confirmed is stopped first (a Stripe intent
+    /// not yet confirmed, or waiting for authentication, is cancelled). How an attempt
+    /// whose outcome is unknown is settled: by asking, never guessing (`payments::settle`).
+    async fn final_charges(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError>;
 
     /// The charge `charge_id`, if the provider made it for attempt `payment_id`.
     async fn charge_for(

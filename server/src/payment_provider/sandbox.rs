@@ -86,7 +86,9 @@ impl PaymentProvider for Sandbox {
         charge_with_retries(order.payment_id, gate, &mut tries).await
     }
 
-    async fn charges_for(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError> {
+    /// The sandbox charges in one call under the attempt's key: once the request is over,
+    /// nothing is left to stop.
+    async fn final_charges(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError> {
         let url = format!(
             "{}/v1/charges?reference={}",
             self.base_url, attempt.payment_id
@@ -103,7 +105,7 @@ impl PaymentProvider for Sandbox {
             payment_id,
             intent_id: None,
         };
-        let listed = self.charges_for(&attempt).await?;
+        let listed = self.final_charges(&attempt).await?;
         Ok(listed.into_iter().find(|c| c.id == charge_id))
     }
 

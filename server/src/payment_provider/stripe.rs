@@ -6,12 +6,18 @@
 //!    `once-payment-{attempt}`, with the order and the attempt in its metadata, and its id is
 //!    recorded on the attempt ([`CallGate::record_intent`]);
 //! 2. the recorded intent is read, and confirmed only while it still asks for confirmation,
-//!    under `once-confirm-{attempt}`, after the attempt is stamped.
+//!    after the attempt is stamped. The intent's own state guards the confirm (Stripe
+//!    refuses to confirm one twice), so it carries no key of ours: Stripe keeps a key's
+//!    first answer, a 500 too, for a day. Whatever the confirm answers, a refusal or none,
+//!    the intent is read again and its status decides.
 //!
 //! A retry after a lost answer resumes the recorded intent: it never creates a second one,
 //! even from a server that does not honour Idempotency-Key. An intent that asks for the
 //! shopper's authentication (3-D Secure) is cancelled and the attempt declined
-//! `authentication_required`: this shop does not run Stripe's authentication step.
+//! `authentication_required`: this shop does not run Stripe's authentication step. When an
+//! abandoned attempt is settled, its intent is cancelled first unless it took the money or
+//! is processing ([`PaymentProvider::final_charges`]): a cancelled intent can never be
+//! confirmed, so closing the attempt rests on Stripe's refusal, not on timing alone.
 
 use std::time::Duration;
 
@@ -63,6 +69,14 @@ struct PaymentError {
 }
 
 impl Intent {
+    /// Whether confirming it could still take money: nothing has, and it is not processing.
+    fn could_still_charge(&self) -> bool {
+        matches!(
+            self.status.as_str(),
+            "requires_payment_method" | "requires_confirmation" | "requires_action"
+        )
+    }
+
     /// The intent as a charge of the attempt its metadata names.
     fn charge(&self) -> Charge {
         let declined = self.last_payment_error.as_ref();
@@ -110,11 +124,39 @@ impl Stripe {
             .bearer_auth(&self.secret_key)
     }
 
-    fn post(&self, path: &str, key: &str) -> reqwest::RequestBuilder {
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
         self.http
             .post(format!("{}{path}", self.api_base))
             .bearer_auth(&self.secret_key)
-            .header("idempotency-key", key)
+    }
+
+    /// The refund Stripe holds for the intent `id`, if any.
+    async fn refund_of(&self, id: &str) -> Result<Option<String>, ApiError> {
+        #[derive(Deserialize)]
+        struct Refunds {
+            data: Vec<Listed>,
+        }
+        #[derive(Deserialize)]
+        struct Listed {
+            id: String,
+        }
+        let query = [("payment_intent", id), ("limit", "1")];
+        let refunds: Refunds = get_json(self.get("/v1/refunds").query(&query)).await?;
+        Ok(refunds.data.into_iter().next().map(|r| r.id))
+    }
+
+    /// Cancels the intent `id`, whatever the answer (a cancelled or finished intent refuses
+    /// it), and reads it back: its status is what counts.
+    async fn cancel(&self, id: &str) -> Result<Option<Intent>, ApiError> {
+        if !safe_id(id) {
+            return Ok(None);
+        }
+        let path = format!("/v1/payment_intents/{id}/cancel");
+        let cancelled = self.post(&path).send().await;
+        if let Err(e) = cancelled {
+            tracing::warn!(intent = %id, error = %e.without_url(), "cancelling an intent got no answer; reading it");
+        }
+        self.intent(id).await
     }
 
     /// The intent `id`; `None` when Stripe does not know it.
@@ -162,12 +204,16 @@ impl PaymentProvider for Stripe {
         charge_with_retries(order.payment_id, gate, &mut tries).await
     }
 
-    async fn charges_for(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError> {
+    async fn final_charges(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError> {
         // No intent recorded: none was ever confirmed (confirming comes after recording).
         let Some(id) = attempt.intent_id else {
             return Ok(Vec::new());
         };
-        let charge = self.intent(id).await?.map(|intent| intent.charge());
+        let mut intent = self.intent(id).await?;
+        if intent.as_ref().is_some_and(Intent::could_still_charge) {
+            intent = self.cancel(id).await?;
+        }
+        let charge = intent.map(|intent| intent.charge());
         Ok(charge
             .into_iter()
             .filter(|c| c.status != NOT_CHARGED)
@@ -239,10 +285,18 @@ impl PaymentProvider for Stripe {
         }
         let key = format!("once-refund-{charge_id}");
         let request = self
-            .post("/v1/refunds", &key)
+            .post("/v1/refunds")
+            .header("idempotency-key", key)
             .form(&[("payment_intent", charge_id)]);
-        let refund: Refund = get_json(request).await?;
-        Ok(refund.id)
+        match get_json::<Refund>(request).await {
+            Ok(refund) => Ok(refund.id),
+            // Refunded already (by us past the key's day, or from Stripe's dashboard): the
+            // refund that exists is the one to record.
+            Err(refused) => match self.refund_of(charge_id).await? {
+                Some(id) => Ok(id),
+                None => Err(refused),
+            },
+        }
     }
 
     fn read_event(
@@ -325,10 +379,16 @@ impl ChargeTry for TwoSteps<'_> {
             }
             intent = self.confirm(&id).await?;
         }
-        if intent.status == "requires_action" {
-            return self.decline_authentication(&intent).await;
+        match intent.status.as_str() {
+            "requires_action" => self.decline_authentication(&intent).await,
+            // Cancelled before it charged (from Stripe's dashboard, say): the attempt is over.
+            "canceled" if intent.last_payment_error.is_none() => Ok(Charge {
+                status: FAILED.to_owned(),
+                failure_code: Some("canceled".to_owned()),
+                ..intent.charge()
+            }),
+            _ => Ok(intent.charge()),
         }
-        Ok(intent.charge())
     }
 }
 
@@ -349,37 +409,57 @@ impl TwoSteps<'_> {
             ("metadata[payment_id]", order.payment_id.to_string()),
             ("metadata[order_id]", order.order_id.to_string()),
         ];
-        let request = self.stripe.post("/v1/payment_intents", &key).form(&form);
+        let request = self
+            .stripe
+            .post("/v1/payment_intents")
+            .header("idempotency-key", key)
+            .form(&form);
         answer(request.send().await).await
     }
 
+    /// The recorded intent; one Stripe does not know (yet) is worth another try.
     async fn read(&self, id: &str) -> Result<Intent, Failure> {
         match self.stripe.intent(id).await {
             Ok(Some(intent)) => Ok(intent),
-            Ok(None) => Err(Failure::Rejected(format!(
+            Ok(None) => Err(Failure::Transient(format!(
                 "Stripe does not know intent {id}"
             ))),
             Err(e) => Err(Failure::Transient(e.to_string())),
         }
     }
 
-    /// Confirms the intent; a decline (402) leaves it declined, so it is read again.
+    /// Confirms the intent. Whatever the answer — a success, a decline (402), a refusal
+    /// (a second confirm of a confirmed intent is a 400), none — the intent is read again.
     async fn confirm(&self, id: &str) -> Result<Intent, Failure> {
-        let key = format!("once-confirm-{}", self.order.payment_id);
         let path = format!("/v1/payment_intents/{id}/confirm");
-        let sent = self.stripe.post(&path, &key).send().await;
-        match sent {
-            Ok(r) if r.status() == reqwest::StatusCode::PAYMENT_REQUIRED => self.read(id).await,
-            other => answer(other).await,
+        let sent = self.stripe.post(&path).send().await;
+        let answered = match sent {
+            Ok(response) => format!("the confirm answered {}", response.status()),
+            Err(e) => format!("the confirm got no answer: {}", e.without_url()),
+        };
+        let intent = self.read(id).await?;
+        if intent.status == "requires_confirmation" {
+            // Not confirmed: the next try asks again.
+            return Err(Failure::Transient(answered));
         }
+        Ok(intent)
     }
 
     /// Cancels an intent that asks for authentication, so it can never be charged later,
-    /// and answers a decline.
+    /// and answers a decline; an intent that moved on meanwhile answers for itself.
     async fn decline_authentication(&self, intent: &Intent) -> Result<Charge, Failure> {
-        let key = format!("once-cancel-{}", self.order.payment_id);
-        let path = format!("/v1/payment_intents/{}/cancel", intent.id);
-        let cancelled = answer(self.stripe.post(&path, &key).send().await).await?;
+        let cancelled = self
+            .stripe
+            .cancel(&intent.id)
+            .await
+            .map_err(|e| Failure::Transient(e.to_string()))?
+            .ok_or_else(|| Failure::Transient(format!("intent {} vanished", intent.id)))?;
+        if cancelled.status != "canceled" {
+            return match cancelled.status.as_str() {
+                "requires_action" => Err(Failure::Transient("the cancel did not take".into())),
+                _ => Ok(cancelled.charge()),
+            };
+        }
         let mut charge = cancelled.charge();
         charge.status = FAILED.to_owned();
         charge.failure_code = Some(AUTHENTICATION_REQUIRED.to_owned());

@@ -33,6 +33,10 @@ pub fn parse(body: &serde_json::Value, accepted: InstrumentKind) -> Result<Instr
         )
     })?;
     match (accepted, body.card_number, body.payment_method) {
+        (_, None, None) | (_, Some(_), Some(_)) => Err(ApiError::bad_request(
+            "invalid-body",
+            "the payment body names one of card_number and payment_method",
+        )),
         (InstrumentKind::CardNumber, Some(card), None) => card_number(&card),
         (InstrumentKind::PaymentMethod, None, Some(method)) => payment_method(method),
         (InstrumentKind::CardNumber, _, _) => Err(ApiError::unprocessable(
@@ -98,7 +102,8 @@ mod tests {
         problem(card, InstrumentKind::PaymentMethod);
         problem(method, InstrumentKind::CardNumber);
         let both = json!({"card_number": "4242424242424242", "payment_method": "pm_card_visa"});
-        problem(both, InstrumentKind::PaymentMethod);
+        assert!(problem(both, InstrumentKind::PaymentMethod).contains("one of"));
+        assert!(problem(json!({}), InstrumentKind::CardNumber).contains("one of"));
         problem(
             json!({"payment_method": "pm_1/../x"}),
             InstrumentKind::PaymentMethod,

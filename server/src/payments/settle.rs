@@ -56,7 +56,7 @@ pub async fn abandoned_attempt(
         payment_id: blocker.id,
         intent_id: blocker.intent_id.as_deref(),
     };
-    let charges = provider.charges_for(&attempt).await?;
+    let charges = provider.final_charges(&attempt).await?;
     let mut tx = db.begin().await?;
     if let Some(charge) = charges.iter().find(|c| c.status == SUCCEEDED) {
         apply::charge_succeeded(&mut tx, blocker.id, &apply::ChargeFacts::of(charge)).await?;

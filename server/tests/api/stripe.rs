@@ -320,3 +320,48 @@ async fn with_the_sandbox_the_stripe_route_is_not_found_and_a_payment_method_ref
         .unwrap();
     assert_problem(method, 422, "invalid-card").await;
 }
+
+#[tokio::test]
+async fn an_abandoned_attempts_unconfirmed_intent_is_cancelled_before_another_card_pays() {
+    let (app, stripe) = spawn_shop_and_stripe().await;
+    let order_id = place_order(&app).await;
+    // An attempt whose request died between recording its intent and confirming it, long ago.
+    let abandoned = pending_attempt(&app, &order_id).await;
+    let intent = stripe
+        .post(
+            "/v1/payment_intents",
+            &[
+                ("amount", "3600"),
+                ("currency", "eur"),
+                ("payment_method", PM_VISA),
+                ("metadata[payment_id]", &abandoned),
+                ("metadata[order_id]", &order_id),
+            ],
+        )
+        .await;
+    let intent_id = intent["id"].as_str().unwrap();
+    sqlx::query("UPDATE payments SET provider_intent_id = $2 WHERE id = $1::uuid")
+        .bind(&abandoned)
+        .bind(intent_id)
+        .execute(&app.db)
+        .await
+        .unwrap();
+    backdate_attempt(&app, &abandoned, 1).await;
+    let paid = pay_with_method(&app, &order_id, "pay-2", PM_VISA)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paid.status(), 201);
+    let left = stripe
+        .get(&format!("/v1/payment_intents/{intent_id}"))
+        .await;
+    assert_eq!(left["status"], "canceled", "it can never be confirmed now");
+    let failure: String =
+        sqlx::query_scalar("SELECT failure_code FROM payments WHERE id = $1::uuid")
+            .bind(&abandoned)
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(failure, "not_charged");
+    assert_eq!(stripe.charged(&order_id).await, 1);
+}
