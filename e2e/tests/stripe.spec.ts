@@ -1,0 +1,100 @@
+// Paying through Stripe in the browser, against localstripe (a fake of Stripe's API and of
+// Stripe.js that this project did not write; scripts/setup installs it): the card goes from
+// the page to Stripe.js, and the shop receives only the payment method Stripe made.
+import { spawn, ChildProcess } from 'node:child_process';
+import { test, expect, hydrated, PAY_PATH, placeOrder } from '../support/shop';
+import { freePort, freshDatabaseName, startServer, stopServer, RunningServer } from '../support/server';
+
+const LOCALSTRIPE = process.env.LOCALSTRIPE ?? '/opt/localstripe/bin/localstripe';
+const WEBHOOK_SECRET = 'whsec_browser_tests_of_stripe';
+const CARD = '4242424242424242';
+
+let stripe: ChildProcess;
+let stripeURL: string;
+let shop: RunningServer;
+
+test.beforeAll(async () => {
+  const port = await freePort();
+  stripeURL = `http://127.0.0.1:${port}`;
+  stripe = spawn(LOCALSTRIPE, ['--port', String(port), '--from-scratch'], { stdio: 'ignore' });
+  for (let i = 0; ; i++) {
+    try {
+      if ((await fetch(`${stripeURL}/v1/events`, { headers: { authorization: 'Bearer sk_test_e2e' } })).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (i > 300) throw new Error('localstripe did not start');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  shop = await startServer({
+    port: await freePort(),
+    database: freshDatabaseName(),
+    env: {
+      PAYMENT_PROVIDER: 'stripe',
+      STRIPE_API_BASE: stripeURL,
+      STRIPE_SECRET_KEY: 'sk_test_e2e',
+      STRIPE_PUBLISHABLE_KEY: 'pk_test_e2e',
+      STRIPE_JS_URL: `${stripeURL}/js.stripe.com/v3/`,
+      STRIPE_WEBHOOK_SECRETS: WEBHOOK_SECRET,
+    },
+  });
+  const hook = new URLSearchParams({ url: `${shop.baseURL}/webhooks/stripe`, secret: WEBHOOK_SECRET });
+  hook.append('events[]', 'payment_intent.succeeded');
+  await fetch(`${stripeURL}/_config/webhooks/once`, {
+    method: 'POST',
+    headers: { authorization: 'Bearer sk_test_e2e' },
+    body: hook,
+  });
+});
+
+test.afterAll(async () => {
+  if (shop) await stopServer(shop);
+  stripe?.kill();
+});
+
+test('the card goes to Stripe.js, the shop gets a payment method, and the order is paid once', async ({ page }) => {
+  const orderId = await placeOrder(page, shop.baseURL);
+  // Everything the page sends to the shop, to show the card number is never in it.
+  const toShop: string[] = [];
+  page.on('request', (r) => {
+    if (r.url().startsWith(shop.baseURL)) toShop.push(`${r.url()} ${r.postData() ?? ''}`);
+  });
+  const pays: string[] = [];
+  page.on('request', (r) => {
+    if (r.method() === 'POST' && PAY_PATH.test(new URL(r.url()).pathname)) pays.push(r.postData() ?? '');
+  });
+  const answer = await page.goto(`${shop.baseURL}/orders/${orderId}`);
+  const policy = answer!.headers()['content-security-policy'];
+  expect(policy).toContain(`script-src 'self' 'nonce-`);
+  expect(policy).toMatch(new RegExp(`script-src 'self' 'nonce-[0-9a-f]+' ${stripeURL} 'wasm-unsafe-eval';`));
+  await hydrated(page);
+  await expect(page.getByLabel('Card number')).toHaveCount(0);
+  const field = page.getByTestId('card-element');
+  await field.getByPlaceholder('number').fill(CARD);
+  await field.getByPlaceholder('exp_month').fill('12');
+  await field.getByPlaceholder('exp_year').fill('34');
+  await field.getByPlaceholder('cvc').fill('123');
+  await field.getByPlaceholder('postal_code').fill('12345');
+  await page.screenshot({ path: test.info().outputPath('stripe-card-field.png'), fullPage: true });
+  await page.getByRole('button', { name: 'Pay' }).click();
+
+  await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+  expect(pays).toHaveLength(1);
+  expect(JSON.parse(pays[0])).toEqual({ payment_method: expect.stringMatching(/^card_/) });
+  expect(toShop.filter((r) => r.includes(CARD))).toEqual([]);
+  const intents = await (await fetch(`${stripeURL}/v1/payment_intents`, { headers: { authorization: 'Bearer sk_test_e2e' } })).json();
+  const ours = intents.data.filter((pi: any) => pi.metadata.order_id === orderId);
+  expect(ours.map((pi: any) => pi.status)).toEqual(['succeeded']);
+});
+
+test.describe('without JavaScript', () => {
+  test.use({ javaScriptEnabled: false });
+
+  test('the payment form says plainly that paying by card needs scripts', async ({ page }) => {
+    const orderId = await placeOrder(page, shop.baseURL);
+    await page.goto(`${shop.baseURL}/orders/${orderId}`);
+    await expect(page.getByText('Paying by card needs JavaScript here')).toBeVisible();
+    await expect(page.getByLabel('Card number')).toHaveCount(0);
+    await page.screenshot({ path: test.info().outputPath('stripe-no-script.png'), fullPage: true });
+  });
+});
