@@ -2,7 +2,8 @@
 // (untimed), then pays each one (POST /api/orders/{id}/payments, its own Idempotency-Key,
 // the sandbox's always-approved card) with C requests in flight. Prints a human line and a
 // RESULT line that scripts/bench reads, and a CPU line: milliseconds of CPU per payment of
-// each process. A payment is expected as 201 with status "succeeded".
+// each process. A payment is expected as 201 with status "succeeded". BENCH_PAY_BODY is the
+// payment body, when it is not the sandbox's card (Stripe's: a payment method).
 import { readFileSync, readdirSync } from 'node:fs';
 import http from 'node:http';
 
@@ -111,9 +112,8 @@ const cpu = () => ({
 const cpuBefore = cpu();
 
 const paid = await drive(async (i) => {
-  const { status, json } = await post(`/api/orders/${orders[i]}/payments`, `pay-${run}-${i}`, {
-    card_number: '4242424242424242',
-  });
+  const body = process.env.BENCH_PAY_BODY ? JSON.parse(process.env.BENCH_PAY_BODY) : { card_number: '4242424242424242' };
+  const { status, json } = await post(`/api/orders/${orders[i]}/payments`, `pay-${run}-${i}`, body);
   return { status, ok: status === 201 && json?.status === 'succeeded' };
 });
 
