@@ -1,6 +1,6 @@
 // With Stripe (docs/payments.md, "Going live with Stripe"): mounts Stripe.js's card field
-// into the payment form's #card-element, and lets the form turn the card into a payment
-// method. The card goes from this page to Stripe; the shop receives only the method's id.
+// into the payment form's #card-element, and lets the form turn the card into a
+// PaymentMethod. The card goes from this page to Stripe; the shop receives only its id.
 (function () {
   'use strict';
   var field = document.getElementById('card-element');
@@ -8,21 +8,33 @@
   var tries = 0;
   function mount() {
     if (typeof window.Stripe !== 'function') {
-      // Stripe.js runs first; should it come late, wait for it (ten seconds at most).
-      if (++tries < 200) setTimeout(mount, 50);
+      // Stripe.js loads on its own; wait for it, ten seconds at most, then say so.
+      if (++tries < 200) {
+        setTimeout(mount, 50);
+      } else {
+        field.textContent = 'The card field could not be loaded from Stripe. Please reload the page.';
+        field.setAttribute('role', 'alert');
+      }
       return;
     }
     var stripe = window.Stripe(field.dataset.key);
     var card = stripe.elements().create('card');
     card.mount(field);
     window.onceCardPaymentMethod = function () {
-      return stripe.createToken(card).then(function (result) {
-        if (result.error || !result.token) {
+      var made = stripe.createPaymentMethod({ type: 'card', card: card }).then(function (result) {
+        if (result.error || !result.paymentMethod) {
           var message = result.error && result.error.message;
           throw new Error(message || 'The card was not accepted; please check it.');
         }
-        return result.token.card.id;
+        return result.paymentMethod.id;
       });
+      // Stripe that never answers must not leave the Pay button waiting for good.
+      var late = new Promise(function (_, fail) {
+        setTimeout(function () {
+          fail(new Error('Stripe did not answer in time; please try again.'));
+        }, 30000);
+      });
+      return Promise.race([made, late]);
     };
   }
   mount();

@@ -16,20 +16,42 @@ let scriptServer: http.Server;
 let scriptURL: string;
 let shop: RunningServer;
 
-/** Serves localstripe at another port, its Stripe.js with one name changed: the fake
- * declares a top-level `class Element`, which shadows the DOM's `Element` for every script
- * of the page (wasm-bindgen's casts among them) and breaks hydration. Stripe's own script
- * declares no such global. Everything else is passed to localstripe as it is. */
+/** localstripe's Stripe.js leaves `createPaymentMethod` empty; this one does what Stripe's
+ * does: it sends the card to Stripe's `/v1/payment_methods` under the publishable key. */
+const CREATE_PAYMENT_METHOD = `createPaymentMethod: async (data) => {
+      const body = new URLSearchParams({ type: 'card', key: apiKey });
+      const card = data.card.value.card;
+      Object.keys(card).forEach((field) => body.append('card[' + field + ']', card[field]));
+      const response = await fetch(LOCALSTRIPE_BASE_API + '/v1/payment_methods', { method: 'POST', body });
+      const res = await response.json().catch(() => ({}));
+      return response.ok && !res.error ? { paymentMethod: res } : { error: res.error || { message: 'refused' } };
+    },`;
+
+/** Serves localstripe at another port, standing in for what it lacks of Stripe:
+ * - its Stripe.js with one name changed, since the fake declares a top-level
+ *   `class Element`, which shadows the DOM's `Element` for every script of the page
+ *   (wasm-bindgen's casts among them) and breaks hydration; Stripe's own script declares no
+ *   such global;
+ * - a `createPaymentMethod` that works ({@link CREATE_PAYMENT_METHOD});
+ * - `POST /v1/payment_methods` with a publishable key, as Stripe takes it from browsers
+ *   (localstripe takes only a secret key there).
+ * Everything else is passed to localstripe as it is. */
 async function serveStripeJs(): Promise<string> {
   const port = await freePort();
   scriptServer = http.createServer(async (request, response) => {
     if (request.url === '/js.stripe.com/v3/') {
       const original = await (await fetch(`${stripeURL}/js.stripe.com/v3/`)).text();
+      const script = original
+        .replace(/\bclass Element\b/, 'class LocalstripeElement')
+        .replace(/new Element\(/g, 'new LocalstripeElement(')
+        .replace('createPaymentMethod: async () => {},', CREATE_PAYMENT_METHOD);
       response.writeHead(200, { 'content-type': 'text/javascript' });
-      response.end(original.replace(/\bclass Element\b/, 'class LocalstripeElement').replace(/new Element\(/g, 'new LocalstripeElement('));
+      response.end(script);
       return;
     }
-    const forwarded = http.request(`${stripeURL}${request.url}`, { method: request.method, headers: request.headers }, (answer) => {
+    const headers = { ...request.headers };
+    if (request.method === 'POST' && request.url === '/v1/payment_methods') headers.authorization = 'Bearer sk_test_e2e';
+    const forwarded = http.request(`${stripeURL}${request.url}`, { method: request.method, headers }, (answer) => {
       response.writeHead(answer.statusCode ?? 502, answer.headers);
       answer.pipe(response);
     });
@@ -108,7 +130,7 @@ test('the card goes to Stripe.js, the shop gets a payment method, and the order 
 
   await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
   expect(pays).toHaveLength(1);
-  expect(JSON.parse(pays[0])).toEqual({ payment_method: expect.stringMatching(/^card_/) });
+  expect(JSON.parse(pays[0])).toEqual({ payment_method: expect.stringMatching(/^pm_/) });
   expect(toShop.filter((r) => r.includes(CARD))).toEqual([]);
   const intents = await (await fetch(`${stripeURL}/v1/payment_intents`, { headers: { authorization: 'Bearer sk_test_e2e' } })).json();
   const ours = intents.data.filter((pi: any) => pi.metadata.order_id === orderId);
@@ -119,7 +141,7 @@ test('a double click on "Pay" asks Stripe for one payment method and pays once',
   const orderId = await placeOrder(page, shop.baseURL);
   const tokens: string[] = [];
   page.on('request', (r) => {
-    if (r.method() === 'POST' && r.url().endsWith('/v1/tokens')) tokens.push(r.url());
+    if (r.method() === 'POST' && r.url().endsWith('/v1/payment_methods')) tokens.push(r.url());
   });
   const pays: string[] = [];
   page.on('request', (r) => {

@@ -86,8 +86,12 @@ impl Protection {
         let url = reqwest::Url::parse(js_url)?;
         let origin = url.origin().ascii_serialization();
         let stripes_own = origin == "https://js.stripe.com";
-        let (api, hooks) = if stripes_own {
-            (" https://api.stripe.com", " https://hooks.stripe.com")
+        // Stripe's card field runs in frames of js.stripe.com's subdomains.
+        let (api, frames) = if stripes_own {
+            (
+                " https://api.stripe.com",
+                " https://*.js.stripe.com https://hooks.stripe.com",
+            )
         } else {
             ("", "")
         };
@@ -101,7 +105,7 @@ impl Protection {
             )
             .replacen(
                 "frame-ancestors",
-                &format!("frame-src {origin}{hooks}; frame-ancestors"),
+                &format!("frame-src {origin}{frames}; frame-ancestors"),
                 1,
             );
         Ok(Self {
@@ -156,4 +160,36 @@ fn set_if_absent(headers: &mut HeaderMap, name: HeaderName, value: &'static str)
     headers
         .entry(name)
         .or_insert_with(|| HeaderValue::from_static(value));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(protection: &Protection) -> String {
+        let nonce = CspNonce("abc".into());
+        let policy = policy(protection, Some(&nonce), "/orders/1");
+        policy.to_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn pages_run_the_shops_scripts_and_stripe_js_from_its_one_origin() {
+        assert_eq!(
+            page(&Protection::new(false)),
+            POLICY.replacen("script-src 'self'", "script-src 'self' 'nonce-abc'", 1)
+        );
+        let stripe = Protection::for_stripe_js(true, "https://js.stripe.com/v3/").unwrap();
+        assert_eq!(
+            page(&stripe),
+            "default-src 'self'; script-src 'self' 'nonce-abc' https://js.stripe.com \
+             'wasm-unsafe-eval'; style-src 'self'; img-src 'self' data:; connect-src 'self' \
+             https://js.stripe.com https://api.stripe.com; frame-src https://js.stripe.com \
+             https://*.js.stripe.com https://hooks.stripe.com; frame-ancestors 'none'; \
+             form-action 'self'; base-uri 'self'; object-src 'none'"
+        );
+        let fake =
+            Protection::for_stripe_js(false, "http://127.0.0.1:9/js.stripe.com/v3/").unwrap();
+        assert!(page(&fake).contains("script-src 'self' 'nonce-abc' http://127.0.0.1:9 'wasm"));
+        assert!(!page(&fake).contains("stripe.com"));
+    }
 }

@@ -68,11 +68,12 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         shipping_address,
     } = order;
     let payable = status == OrderStatus::PendingPayment;
-    // Stripe.js, then the page's script that mounts its card field, after the field.
+    // Stripe.js, and the page's script that mounts its card field once both are there;
+    // neither holds the page up while it loads.
     let card_scripts = match (&card_entry, payable) {
         (CardEntry::StripeJs { js_url, .. }, true) => Some(view! {
-            <script src=js_url.clone()></script>
-            <script src="/card-entry.js"></script>
+            <script src=js_url.clone() async></script>
+            <script src="/card-entry.js" defer></script>
         }),
         _ => None,
     };
@@ -234,6 +235,9 @@ fn PayForm(
     // must not ask for a second payment method.
     let tokenising = RwSignal::new(false);
     let card_error = RwSignal::new(None::<String>);
+    // The body sent under a key: clicking again under the same key (after a lost answer)
+    // sends it again, never a new payment method the key was not used with.
+    let sent = StoredValue::new(None::<(String, String)>);
     // Paying needs the hook (there is no form post for payments): enabled once hydrated.
     let ready = RwSignal::new(false);
     Effect::new(move |_| ready.set(true));
@@ -257,7 +261,7 @@ fn PayForm(
             // Another tab's payment, or the order settled meanwhile: show what it becomes.
             if matches!(
                 problem.name.as_str(),
-                "payment-in-progress" | "order-not-payable"
+                "payment-in-progress" | "order-not-payable" | "idempotency-key-reused"
             ) {
                 leptos::task::spawn_local(follow(order_id, live));
             }
@@ -275,18 +279,28 @@ fn PayForm(
         if tokenising.get_untracked() || submit.busy.get_untracked() {
             return;
         }
+        let key = submit.key.get_untracked();
+        if let Some((_, body)) = sent.get_value().filter(|(k, _)| *k == key) {
+            submit.submit(&url, body);
+            return;
+        }
         tokenising.set(true);
         card_error.set(None);
         let url = url.clone();
         leptos::task::spawn_local(async move {
-            match stripe_payment_method().await {
+            let made = stripe_payment_method().await;
+            // The form is gone (the order was cancelled meanwhile): nothing to send.
+            if tokenising.try_set(false).is_some() {
+                return;
+            }
+            match made {
                 Ok(method) => {
                     let body = serde_json::json!({ "payment_method": method }).to_string();
+                    sent.set_value(Some((key, body.clone())));
                     submit.submit(&url, body);
                 }
                 Err(why) => card_error.set(Some(why)),
             }
-            tokenising.set(false);
         });
     };
     let card_field = match stripe_key {

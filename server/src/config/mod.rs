@@ -308,7 +308,8 @@ impl Config {
 
     /// Refuses combinations that would break a defence rather than run with them.
     pub fn validate(&self) -> anyhow::Result<()> {
-        self.payment_provider.validate(&self.webhook_secrets)?;
+        self.payment_provider
+            .validate(&self.webhook_secrets, self.served_over_https)?;
         anyhow::ensure!(
             !self.fingerprint_secrets.is_empty(),
             "IDEMPOTENCY_FINGERPRINT_SECRETS is not set: request fingerprints are keyed with a \

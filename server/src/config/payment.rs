@@ -56,8 +56,9 @@ impl ProviderChoice {
         }
     }
 
-    /// Refuses a Stripe set-up that could not take or verify a payment.
-    pub fn validate(&self, sandbox_secrets: &[String]) -> anyhow::Result<()> {
+    /// Refuses a Stripe set-up that could not take or verify a payment; `https`: the shop is
+    /// served over HTTPS (a browser would block Stripe.js over plain HTTP).
+    pub fn validate(&self, sandbox_secrets: &[String], https: bool) -> anyhow::Result<()> {
         let Self::Stripe(stripe) = self else {
             anyhow::ensure!(
                 !sandbox_secrets.is_empty(),
@@ -82,6 +83,15 @@ impl ProviderChoice {
             !stripe.webhook_secrets.is_empty()
                 && stripe.webhook_secrets.iter().all(|s| s.len() >= 16),
             "STRIPE_WEBHOOK_SECRETS must hold the endpoint's signing secret (whsec_…)"
+        );
+        let live = |key: &str| key.split('_').nth(1) == Some("live");
+        anyhow::ensure!(
+            live(&stripe.secret_key) == live(&stripe.publishable_key),
+            "STRIPE_SECRET_KEY and STRIPE_PUBLISHABLE_KEY must both be live keys or both test keys"
+        );
+        anyhow::ensure!(
+            !https || stripe.js_url.starts_with("https://"),
+            "STRIPE_JS_URL must be https:// on a shop served over HTTPS"
         );
         for (name, url) in [
             ("STRIPE_API_BASE", &stripe.api_base),

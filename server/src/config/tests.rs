@@ -168,3 +168,31 @@ fn waits_past_the_request_timeout_or_fallback_reads_too_often_are_refused() {
     assert!(refusal(&busy).contains("IDEMPOTENCY_WAIT_FALLBACK_MS"));
     assert!(config(&[("IDEMPOTENCY_WAIT_FALLBACK_MS", "100")]).is_ok());
 }
+
+#[test]
+fn stripe_needs_its_keys_of_one_mode_and_its_script_over_https_on_an_https_shop() {
+    let stripe = [
+        ("PAYMENT_PROVIDER", "stripe"),
+        ("STRIPE_SECRET_KEY", "sk_test_1"),
+        ("STRIPE_PUBLISHABLE_KEY", "pk_test_1"),
+        ("STRIPE_WEBHOOK_SECRETS", SECRET),
+    ];
+    let with = |extra: &[(&'static str, &'static str)]| {
+        let mut vars: Vec<(&str, &str)> = extra.to_vec();
+        vars.extend(stripe);
+        vars
+    };
+    assert!(matches!(
+        config(&with(&[])).unwrap().payment_provider,
+        ProviderChoice::Stripe(_)
+    ));
+    assert!(refusal(&with(&[("STRIPE_SECRET_KEY", "sk_live_1")])).contains("live keys"));
+    assert!(refusal(&with(&[("STRIPE_SECRET_KEY", "pk_test_1")])).contains("STRIPE_SECRET_KEY"));
+    assert!(refusal(&with(&[("STRIPE_WEBHOOK_SECRETS", "")])).contains("STRIPE_WEBHOOK_SECRETS"));
+    let plain_js = [
+        ("SERVED_OVER_HTTPS", "true"),
+        ("STRIPE_JS_URL", "http://127.0.0.1:9/js.stripe.com/v3/"),
+    ];
+    assert!(refusal(&with(&plain_js)).contains("https://"));
+    assert!(refusal(&[("PAYMENT_PROVIDER", "paypal")]).contains("sandbox or stripe"));
+}

@@ -18,9 +18,9 @@ pub struct PayBody {
     /// never stored. The sandbox declines 4000000000000002 and charges the others.
     #[schema(pattern = "^ *(?:[0-9] *){12,19}$", example = "4242 4242 4242 4242")]
     card_number: Option<String>,
-    /// With Stripe: the id of the payment method Stripe.js made in the browser (`pm_…`,
-    /// `card_…`); the card itself never reaches the shop.
-    #[schema(pattern = "^[A-Za-z0-9_]{1,255}$", example = "pm_card_visa")]
+    /// With Stripe: the id of the PaymentMethod Stripe.js made in the browser (`pm_…`); the
+    /// card itself never reaches the shop.
+    #[schema(pattern = "^pm_[A-Za-z0-9_]{1,252}$", example = "pm_card_visa")]
     payment_method: Option<String>,
 }
 
@@ -66,10 +66,10 @@ fn payment_method(method: String) -> Result<Instrument, ApiError> {
     let plain = method
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || b == b'_');
-    if !(1..=255).contains(&method.len()) || !plain {
+    if !method.starts_with("pm_") || !(4..=255).contains(&method.len()) || !plain {
         return Err(ApiError::unprocessable(
             "invalid-card",
-            "a payment method is the id Stripe.js made: letters, digits and _",
+            "a payment method is the PaymentMethod id Stripe.js made: pm_, then letters, digits and _",
         ));
     }
     Ok(Instrument::PaymentMethod(method))

@@ -28,6 +28,10 @@ const NOT_IN_THE_REFERENCE: &[(&str, &str)] = &[
         "an HTML page: the order's confirmation email",
     ),
     ("/healthz", "for load balancers"),
+    (
+        "/card-entry.js",
+        "the order page's script that mounts Stripe.js's card field",
+    ),
 ];
 
 /// Whole trees outside it.
@@ -569,13 +573,16 @@ async fn the_documented_sku_and_card_patterns_are_the_rules_the_server_parses_by
         assert_eq!(card.is_match(text), parsed.is_ok(), "{text:?}");
     }
     let method = pattern_of("PayBody", "payment_method");
+    let long = format!("pm_{}", "a".repeat(253));
     for text in [
         "pm_card_visa",
+        "pm_1",
         "card_1AbC",
+        "pm_",
         "pm_1/../x",
         "pm 1",
         "",
-        &"a".repeat(256),
+        long.as_str(),
     ] {
         let parsed = server::payments::instrument::parse(
             &serde_json::json!({ "payment_method": text }),
