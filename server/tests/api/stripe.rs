@@ -20,6 +20,16 @@ async fn attempt(app: &TestApp, order_id: &str) -> (String, String, Option<Strin
     .unwrap()
 }
 
+/// Pays, and loses the answer after the shop's writes (a 503 after Stripe answered).
+async fn lose_the_answer(app: &TestApp, order_id: &str, key: &str, method: &str) {
+    let lost = pay_with_method(app, order_id, key, method)
+        .header("once-test-fail", "transient")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(lost.status(), 503);
+}
+
 /// Waits until the shop recorded `n` Stripe callbacks; returns their outcomes.
 async fn callbacks(app: &TestApp, n: i64) -> Vec<String> {
     eventually("the webhooks arrive", || async {
@@ -121,12 +131,7 @@ async fn a_lost_answer_resumes_the_recorded_intent_and_charges_once() {
     stripe.send_webhooks_to("http://127.0.0.1:9/nowhere").await;
     let order_id = place_order(&app).await;
     // Stripe confirmed the intent; the answer is lost after it (a 503 after the writes).
-    let lost = pay_with_method(&app, &order_id, "pay-1", PM_VISA)
-        .header("once-test-fail", "transient")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(lost.status(), 503);
+    lose_the_answer(&app, &order_id, "pay-1", PM_VISA).await;
     let (_, status, intent) = attempt(&app, &order_id).await;
     assert_eq!(status, "pending");
     assert!(
@@ -153,12 +158,7 @@ async fn a_webhook_delivered_twice_and_out_of_order_is_applied_once() {
     let (app, stripe) = spawn_shop_and_stripe().await;
     let order_id = place_order(&app).await;
     // The answer is lost, so Stripe's webhook is what pays the order.
-    let lost = pay_with_method(&app, &order_id, "pay-1", PM_VISA)
-        .header("once-test-fail", "transient")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(lost.status(), 503);
+    lose_the_answer(&app, &order_id, "pay-1", PM_VISA).await;
     assert_eq!(callbacks(&app, 1).await, ["applied"]);
     assert_eq!(app.order_status(&order_id).await, "paid");
     let succeeded = stripe.events("payment_intent.succeeded").await.remove(0);
@@ -190,12 +190,7 @@ async fn a_webhook_with_another_secret_or_another_orders_intent_changes_nothing(
     stripe.send_webhooks_to("http://127.0.0.1:9/nowhere").await;
     // Order A's attempt is pending (its answer lost); order B is paid.
     let order_a = place_order(&app).await;
-    let lost = pay_with_method(&app, &order_a, "pay-a", PM_DECLINED)
-        .header("once-test-fail", "transient")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(lost.status(), 503);
+    lose_the_answer(&app, &order_a, "pay-a", PM_DECLINED).await;
     let (payment_a, _, _) = attempt(&app, &order_a).await;
     let order_b = place_order(&app).await;
     let paid = pay_with_method(&app, &order_b, "pay-b", PM_VISA)
@@ -226,12 +221,7 @@ async fn the_reconciler_pays_an_order_whose_webhook_never_came_from_stripes_even
     let (app, stripe) = spawn_shop_and_stripe().await;
     stripe.send_webhooks_to("http://127.0.0.1:9/nowhere").await;
     let order_id = place_order(&app).await;
-    let lost = pay_with_method(&app, &order_id, "pay-1", PM_VISA)
-        .header("once-test-fail", "transient")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(lost.status(), 503);
+    lose_the_answer(&app, &order_id, "pay-1", PM_VISA).await;
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
     let reconciler = reconciler(&app).await;
     let summary = run(&reconciler).await;
