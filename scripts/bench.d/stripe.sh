@@ -40,3 +40,4 @@ rows+=("payments through localstripe: CPU ms per payment|$(sed -n 's/^CPU //p' <
 kill "$stripe_shop" "$stripe_fake" 2>/dev/null || true
 wait "$stripe_shop" "$stripe_fake" 2>/dev/null || true
 psql -X -q "$ONCE_PG_URL/postgres" -c "DROP DATABASE IF EXISTS \"$stripe_db\" WITH (FORCE)" || true
+stripe_db=
