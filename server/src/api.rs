@@ -22,7 +22,8 @@ pub struct Documented {
     pub document: OpenApi,
 }
 
-pub fn documented() -> Documented {
+/// The routes and their document; of the providers' webhook routes, `webhook_path` only.
+pub fn documented(webhook_path: &str) -> Documented {
     let shop_api = OpenApiRouter::new()
         .routes(routes!(session::show))
         .merge(catalog::router())
@@ -34,7 +35,7 @@ pub fn documented() -> Documented {
     let (shop_api, mut document) = OpenApiRouter::with_openapi(openapi::base())
         .nest("/api", shop_api)
         .split_for_parts();
-    let (callbacks, callbacks_document) = callbacks::router().split_for_parts();
+    let (callbacks, callbacks_document) = callbacks::router(webhook_path).split_for_parts();
     document.merge(callbacks_document);
     let (metrics, metrics_document) = OpenApiRouter::new()
         .routes(routes!(metrics::render))
@@ -48,7 +49,7 @@ pub fn documented() -> Documented {
     }
 }
 
-/// The OpenAPI document, as `/api/openapi.json` serves it.
+/// The OpenAPI document, as `/api/openapi.json` serves it with the sandbox provider.
 pub fn document() -> OpenApi {
-    documented().document
+    documented("/webhooks/provider").document
 }

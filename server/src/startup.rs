@@ -217,7 +217,7 @@ async fn router(state: AppState, throttle: Arc<throttle::Throttle>) -> anyhow::R
         callbacks,
         metrics,
         document,
-    } = api::documented();
+    } = api::documented(state.provider.webhook_path());
     // Each stack is one `layer` call: a route clones its service for every request, and
     // every `Router::layer` call is a boxed service of its own to clone, call and drop. The
     // first layer listed is the outermost.

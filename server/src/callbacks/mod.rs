@@ -1,6 +1,6 @@
 //! The provider's callbacks (docs/design.md, "Provider callbacks"): `POST /webhooks/provider`
 //! from the sandbox, `POST /webhooks/stripe` from Stripe; only the route of the provider the
-//! shop pays through answers, the other is not found. Past the adapter's reading, both are
+//! shop pays through is served and documented. Past the adapter's reading, both are
 //! handled alike:
 //!
 //! 1. The signature is checked first (by the adapter); a bad, missing or stale one is a 4xx
@@ -42,11 +42,17 @@ use crate::{
 };
 use outcome::Outcome;
 
-pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(receive))
-        .routes(routes!(receive_stripe))
+/// The route of the provider the shop pays through (`webhook_path`), and only that one: the
+/// other is neither served nor documented.
+pub fn router(webhook_path: &str) -> OpenApiRouter<AppState> {
+    let router = OpenApiRouter::new();
+    match webhook_path {
+        STRIPE_PATH => router.routes(routes!(receive_stripe)),
+        _ => router.routes(routes!(receive)),
+    }
 }
+
+const STRIPE_PATH: &str = "/webhooks/stripe";
 
 /// What the callback says, once understood.
 enum Event {
@@ -78,7 +84,7 @@ fn understand(about: EventAbout) -> Event {
 ///
 /// Sent by the sandbox payment provider, not by shops' clients. Deliveries of the same event
 /// (its `tx_no`) after the first answer 200 and change nothing; a 503 asks the provider to
-/// retry. With `PAYMENT_PROVIDER=stripe` this route is not found.
+/// retry. With `PAYMENT_PROVIDER=stripe` this route is not served.
 #[utoipa::path(
     post,
     path = "/webhooks/provider",
@@ -94,7 +100,7 @@ fn understand(about: EventAbout) -> Event {
         body = serde_json::Value, example = json!({"received": true, "outcome": "applied"}))),
     extensions(("x-problems" = json!([
         "signature-missing", "signature-malformed", "signature-expired", "signature-invalid",
-        "invalid-callback", "payload-too-large", "not-found"
+        "invalid-callback", "payload-too-large"
     ]))),
 )]
 async fn receive(
@@ -103,7 +109,7 @@ async fn receive(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    receive_at("/webhooks/provider", &db, &provider, &headers, body).await
+    receive_at(&db, &provider, &headers, body).await
 }
 
 /// A Stripe event (`payment_intent.succeeded`, `payment_intent.payment_failed`), applied once
@@ -111,7 +117,7 @@ async fn receive(
 /// Sent by Stripe to the endpoint registered for the shop (docs/payments.md, "Going live
 /// with Stripe"). Deliveries of the same event (its `id`) after the first answer 200 and
 /// change nothing; a 503 asks Stripe to retry. With the sandbox provider this route is not
-/// found.
+/// served.
 #[utoipa::path(
     post,
     path = "/webhooks/stripe",
@@ -128,7 +134,7 @@ async fn receive(
         body = serde_json::Value, example = json!({"received": true, "outcome": "applied"}))),
     extensions(("x-problems" = json!([
         "signature-missing", "signature-malformed", "signature-expired", "signature-invalid",
-        "invalid-callback", "payload-too-large", "not-found"
+        "invalid-callback", "payload-too-large"
     ]))),
 )]
 async fn receive_stripe(
@@ -137,20 +143,16 @@ async fn receive_stripe(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    receive_at("/webhooks/stripe", &db, &provider, &headers, body).await
+    receive_at(&db, &provider, &headers, body).await
 }
 
-/// A callback at `path`, which only the shop's provider's own route takes.
+/// A callback at the route of the shop's provider (the only one served).
 async fn receive_at(
-    path: &str,
     db: &PgPool,
     provider: &Provider,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Json<serde_json::Value>, ApiError> {
-    if provider.webhook_path() != path {
-        return Err(ApiError::NotFound);
-    }
     let body = body.map_err(|_| ApiError::PayloadTooLarge)?;
     let now = chrono::Utc::now().timestamp();
     let received = provider.read_event(headers, &body, now).map_err(refuse)?;

@@ -9,41 +9,54 @@ use crate::{
     payment_provider::{Instrument, InstrumentKind},
 };
 
-/// The body of `POST /api/orders/{id}/payments`: one of its two fields, the one the shop's
-/// provider takes. The amount is the order's, never the client's.
+/// The body of `POST /api/orders/{id}/payments`: one of two, the one the shop's provider
+/// takes. The amount is the order's, never the client's.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(untagged)]
+pub enum PayBody {
+    CardNumber(CardNumberBody),
+    PaymentMethod(PaymentMethodBody),
+}
+
+/// Paying through the sandbox provider.
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct PayBody {
-    /// With the sandbox provider: 12 to 19 digits, spaces allowed; sent to the provider,
-    /// never stored. The sandbox declines 4000000000000002 and charges the others.
+pub struct CardNumberBody {
+    /// 12 to 19 digits, spaces allowed; sent to the provider, never stored. The sandbox
+    /// declines 4000000000000002 and charges the others.
     #[schema(pattern = "^ *(?:[0-9] *){12,19}$", example = "4242 4242 4242 4242")]
-    card_number: Option<String>,
-    /// With Stripe: the id of the PaymentMethod Stripe.js made in the browser (`pm_…`); the
-    /// card itself never reaches the shop.
+    card_number: String,
+}
+
+/// Paying through Stripe.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PaymentMethodBody {
+    /// The id of the PaymentMethod Stripe.js made in the browser (`pm_…`); the card itself
+    /// never reaches the shop.
     #[schema(pattern = "^pm_[A-Za-z0-9_]{1,252}$", example = "pm_card_visa")]
-    payment_method: Option<String>,
+    payment_method: String,
 }
 
 /// Reads the instrument from the body, if it is the kind `accepted`.
 pub fn parse(body: &serde_json::Value, accepted: InstrumentKind) -> Result<Instrument, ApiError> {
-    let body = PayBody::deserialize(body).map_err(|e| {
+    let body = PayBody::deserialize(body).map_err(|_| {
         ApiError::bad_request(
             "invalid-body",
-            format!("the payment body is not valid: {e}"),
+            "the payment body is not valid: it is {\"card_number\": \"…\"} or \
+             {\"payment_method\": \"pm_…\"}, and nothing else",
         )
     })?;
-    match (accepted, body.card_number, body.payment_method) {
-        (_, None, None) | (_, Some(_), Some(_)) => Err(ApiError::bad_request(
-            "invalid-body",
-            "the payment body names one of card_number and payment_method",
-        )),
-        (InstrumentKind::CardNumber, Some(card), None) => card_number(&card),
-        (InstrumentKind::PaymentMethod, None, Some(method)) => payment_method(method),
-        (InstrumentKind::CardNumber, _, _) => Err(ApiError::unprocessable(
+    match (accepted, body) {
+        (InstrumentKind::CardNumber, PayBody::CardNumber(b)) => card_number(&b.card_number),
+        (InstrumentKind::PaymentMethod, PayBody::PaymentMethod(b)) => {
+            payment_method(b.payment_method)
+        }
+        (InstrumentKind::CardNumber, _) => Err(ApiError::unprocessable(
             "invalid-card",
             "this shop takes a card_number (12 to 19 digits), and nothing else",
         )),
-        (InstrumentKind::PaymentMethod, _, _) => Err(ApiError::unprocessable(
+        (InstrumentKind::PaymentMethod, _) => Err(ApiError::unprocessable(
             "invalid-card",
             "this shop takes cards through Stripe.js: send the payment_method it made, never \
              a card number",
@@ -102,8 +115,10 @@ mod tests {
         problem(card, InstrumentKind::PaymentMethod);
         problem(method, InstrumentKind::CardNumber);
         let both = json!({"card_number": "4242424242424242", "payment_method": "pm_card_visa"});
-        assert!(problem(both, InstrumentKind::PaymentMethod).contains("one of"));
-        assert!(problem(json!({}), InstrumentKind::CardNumber).contains("one of"));
+        assert!(problem(both, InstrumentKind::PaymentMethod).contains("nothing else"));
+        assert!(problem(json!({}), InstrumentKind::CardNumber).contains("nothing else"));
+        let nulls = json!({"card_number": null, "payment_method": null});
+        assert!(problem(nulls, InstrumentKind::CardNumber).contains("nothing else"));
         problem(
             json!({"payment_method": "pm_1/../x"}),
             InstrumentKind::PaymentMethod,
