@@ -53,6 +53,12 @@ impl Sandbox {
             webhook_secrets,
         }
     }
+
+    /// Every charge the sandbox made under the attempt's reference, asked once.
+    async fn charges_of(&self, payment_id: Uuid) -> Result<Vec<Charge>, ApiError> {
+        let url = format!("{}/v1/charges?reference={payment_id}", self.base_url);
+        get_json(self.http.get(url)).await
+    }
 }
 
 #[async_trait]
@@ -89,11 +95,7 @@ impl PaymentProvider for Sandbox {
     /// The sandbox charges in one call under the attempt's key: once the request is over,
     /// nothing is left to stop.
     async fn final_charges(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError> {
-        let url = format!(
-            "{}/v1/charges?reference={}",
-            self.base_url, attempt.payment_id
-        );
-        get_json(self.http.get(url)).await
+        self.charges_of(attempt.payment_id).await
     }
 
     async fn charge_for(
@@ -101,11 +103,7 @@ impl PaymentProvider for Sandbox {
         payment_id: Uuid,
         charge_id: &str,
     ) -> Result<Option<Charge>, ApiError> {
-        let attempt = AttemptRef {
-            payment_id,
-            intent_id: None,
-        };
-        let listed = self.final_charges(&attempt).await?;
+        let listed = self.charges_of(payment_id).await?;
         Ok(listed.into_iter().find(|c| c.id == charge_id))
     }
 
