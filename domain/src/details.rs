@@ -184,13 +184,46 @@ impl Details {
 }
 
 /// Text a person typed on one line: no control characters (a line break would let an
-/// address forge a header of the email that names it).
+/// address forge a header of the email that names it), no line or paragraph separators
+/// (U+2028, U+2029: a line break by another name), and no bidirectional controls (U+202E
+/// would show a label's text reversed, to the courier and to the operator).
 fn one_line(value: &str) -> Result<&str, String> {
     let value = value.trim();
-    match value.chars().any(char::is_control) {
+    match value.chars().any(breaks_the_line) {
         true => Err("Use one line, without tabs or line breaks.".to_owned()),
+        false if value.chars().any(is_bidi_control) => {
+            Err("Remove the invisible direction marks from this text.".to_owned())
+        }
         false => Ok(value),
     }
+}
+
+fn breaks_the_line(c: char) -> bool {
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// The characters that reorder how text is shown (Unicode's Bidi_Control property).
+fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Whether a character shows nothing by itself: white space, and the format and filler
+/// characters a renderer draws as nothing (zero-width spaces and joiners, the word joiner,
+/// the byte order mark, the soft hyphen, variation selectors, Hangul fillers, tags). They
+/// may sit inside a name (a joiner in an emoji, a non-joiner in a Persian name), but a name
+/// made of them alone is no name.
+fn is_invisible(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(c,
+            '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
+            | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+            | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}')
+}
+
+/// Whether the text shows at least one character.
+fn visible(value: &str) -> bool {
+    !value.chars().all(is_invisible)
 }
 
 fn within(value: &str, max: usize) -> Result<String, String> {
@@ -202,14 +235,18 @@ fn within(value: &str, max: usize) -> Result<String, String> {
 
 fn text(value: &str, what: &str, max: usize) -> Result<String, String> {
     let value = one_line(value)?;
-    if value.is_empty() {
+    if !visible(value) {
         return Err(format!("Enter {what}."));
     }
     within(value, max)
 }
 
 fn optional_text(value: &str, max: usize) -> Result<String, String> {
-    within(one_line(value)?, max)
+    let value = one_line(value)?;
+    match value.is_empty() || visible(value) {
+        true => within(value, max),
+        false => Err("Leave it empty, or enter text that shows.".to_owned()),
+    }
 }
 
 fn email(value: &str) -> Result<String, String> {
@@ -228,11 +265,18 @@ fn email(value: &str) -> Result<String, String> {
             && !l.starts_with('-')
             && !l.ends_with('-')
     };
+    // The last label is a top-level domain, and no top-level domain is a number (`ada@1.2`
+    // is no address): letters only, or an internationalised one's ASCII form (`xn--…`).
+    let top_level = |l: &str| {
+        (l.len() >= 2 && l.chars().all(|c| c.is_ascii_alphabetic())) || l.starts_with("xn--")
+    };
     let shaped = value.split_once('@').is_some_and(|(local, domain)| {
         local.len() <= 64
             && local.split('.').all(atom)
-            && domain.contains('.')
             && domain.split('.').all(label)
+            && domain
+                .rsplit_once('.')
+                .is_some_and(|(_, tld)| top_level(tld))
     });
     if !shaped {
         return Err("Enter an email address like name@example.com.".to_owned());
@@ -329,6 +373,68 @@ mod tests {
         d.email = "ada@example.com\r\nBcc: all@example.com".to_owned();
         d.shipping_address.line2 = "flat 2\n".to_owned() + "x";
         assert_eq!(fields(&d), ["email", "shipping_address.line2"]);
+    }
+
+    #[test]
+    fn separators_and_direction_controls_never_pass() {
+        for (name, city) in [
+            ("Ada\u{2028}Bcc: all@example.com", "London"),
+            ("Ada", "Lon\u{2029}don"),
+            ("\u{202E}ecalevoL adA", "London"),
+            ("Ada", "\u{2066}London\u{2069}"),
+        ] {
+            let mut d = draft();
+            d.shipping_address.name = name.to_owned();
+            d.shipping_address.city = city.to_owned();
+            let field = match name == "Ada" {
+                true => "shipping_address.city",
+                false => "shipping_address.name",
+            };
+            assert_eq!(fields(&d), [field], "{name:?} {city:?}");
+        }
+    }
+
+    #[test]
+    fn a_field_must_show_something() {
+        let mut d = draft();
+        d.shipping_address.name = "\u{200B}\u{200D}\u{FEFF}\u{2060}".to_owned();
+        d.shipping_address.line2 = "\u{00AD}\u{3164}".to_owned();
+        d.shipping_address.city = "\u{200C}\u{E0041}".to_owned();
+        assert_eq!(
+            fields(&d),
+            [
+                "shipping_address.name",
+                "shipping_address.line2",
+                "shipping_address.city"
+            ]
+        );
+        // Joiners inside a name that shows are the name's own (a Persian name, an emoji).
+        let mut d = draft();
+        d.shipping_address.name = "Mehr\u{200C}dad \u{1F469}\u{200D}\u{1F52C}".to_owned();
+        assert!(Details::parse(&d).is_ok());
+    }
+
+    #[test]
+    fn an_email_domain_ends_in_a_real_top_level_label() {
+        for wrong in [
+            "ada@1.2",
+            "ada@example.c",
+            "ada@example.123",
+            "ada@10.0.0.1",
+        ] {
+            let mut e = draft();
+            e.email = wrong.to_owned();
+            assert_eq!(fields(&e), ["email"], "{wrong}");
+        }
+        for right in [
+            "ada@mail.example.co",
+            "ada@1.example.com",
+            "ada@example.xn--p1ai",
+        ] {
+            let mut e = draft();
+            e.email = right.to_owned();
+            assert!(Details::parse(&e).is_ok(), "{right}");
+        }
     }
 
     #[test]
