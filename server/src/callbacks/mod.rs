@@ -14,6 +14,8 @@
 //!
 //! Between 1 and 2, a callback that could change its attempt is confirmed with the provider,
 //! its charge and its status ([`confirm`]); an unconfirmed one is recorded and never applied.
+//! A confirmed one is applied with the charge as the provider lists it: money is never read
+//! from a callback, and a callback that disagrees with the provider's amount is a mismatch.
 //!
 //! A transient failure rolls back all of it and answers 503, so the provider retries.
 
@@ -66,6 +68,10 @@ enum Event {
     /// A charge the provider does not list for the attempt with the status claimed
     /// ([`confirm`]): recorded, acknowledged, never applied.
     Unconfirmed(Charge),
+    /// A charge the provider lists for the attempt, with the status claimed, but for another
+    /// amount or currency than the callback says ([`confirm`]): recorded as a mismatch,
+    /// never applied.
+    Disputed(Charge),
     /// A success or a decline for an attempt already past it, whose amount is the order's
     /// ([`confirm`]): applying it would change nothing, so it is only recorded.
     Settled(Charge),
@@ -238,9 +244,11 @@ async fn record_and_apply(
     let mut tx = db.begin().await?;
     journal::acting_as(&mut tx, Actor::Callback).await?;
     let (charge_id, reference) = match event {
-        Event::Succeeded(d) | Event::Failed(d) | Event::Unconfirmed(d) | Event::Settled(d) => {
-            (Some(d.id.as_str()), Some(d.reference.as_str()))
-        }
+        Event::Succeeded(d)
+        | Event::Failed(d)
+        | Event::Unconfirmed(d)
+        | Event::Disputed(d)
+        | Event::Settled(d) => (Some(d.id.as_str()), Some(d.reference.as_str())),
         Event::Other | Event::Malformed => (None, None),
     };
     let inserted = sqlx::query!(
@@ -308,6 +316,7 @@ async fn apply(tx: &mut PgConnection, event: &Event) -> Result<Outcome, ApplyErr
         Event::Other => return Ok(Outcome::Ignored),
         Event::Malformed => return Ok(Outcome::Malformed),
         Event::Unconfirmed(_) => return Ok(Outcome::Unconfirmed),
+        Event::Disputed(_) => return Ok(Outcome::AmountMismatch),
         Event::Settled(_) => return Ok(Outcome::AlreadyApplied),
     };
     let Ok(payment_id) = Uuid::parse_str(&data.reference) else {

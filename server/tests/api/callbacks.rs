@@ -1,6 +1,7 @@
 //! Provider callbacks: signed, deduplicated by transaction number, applied once, forward only.
 
 use crate::helpers::*;
+use crate::reconcile::payment_status;
 
 #[tokio::test]
 async fn twenty_concurrent_duplicates_plus_reordered_and_late_callbacks_apply_once() {
@@ -399,4 +400,73 @@ async fn a_success_of_another_amount_for_a_settled_attempt_is_a_mismatch() {
     assert_eq!(app.callback_outcome(&wrong).await, "amount_mismatch");
     assert_eq!(app.order_status(&order_id).await, "paid");
     assert_eq!(app.count_where("payments", "status = 'succeeded'").await, 1);
+}
+
+/// A real charge of one cent made under a declined attempt's reference, then a callback
+/// signed with the shop's secret that names that charge but claims the order's total: the
+/// provider's amount is what was charged, so both the forged callback and the provider's
+/// own are mismatches, and the order is neither paid nor shipped.
+#[tokio::test]
+async fn a_signed_callback_claiming_more_than_the_providers_charge_is_a_mismatch() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let declined = pay(&app, &order_id, "declined", CARD_DECLINED, &[]).await;
+    assert_eq!(declined.status(), 402);
+    let (payment_id, declined_charge) = attempt_of(&app, &order_id).await;
+    provider
+        .settings
+        .set_webhook_url("http://127.0.0.1:9/nowhere");
+    let cent = provider.charge(&payment_id, CARD_OK, 1).await;
+
+    let forged = callback(
+        "charge.succeeded",
+        "txn_claims_all",
+        &cent,
+        3600,
+        &payment_id,
+    );
+    assert_eq!(app.callback_outcome(&forged).await, "amount_mismatch");
+    let honest = callback("charge.succeeded", "txn_one_cent", &cent, 1, &payment_id);
+    assert_eq!(app.callback_outcome(&honest).await, "amount_mismatch");
+
+    assert_eq!(
+        attempt_of(&app, &order_id).await,
+        (payment_id.clone(), declined_charge)
+    );
+    assert_eq!(payment_status(&app, &payment_id).await, "failed");
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    assert_eq!(
+        app.count_where("payment_callbacks", "outcome = 'amount_mismatch'")
+            .await,
+        2
+    );
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        0
+    );
+}
+
+/// A success applied by a callback carries the provider's charge: its id and amount.
+#[tokio::test]
+async fn a_confirmed_callback_is_applied_with_the_providers_charge() {
+    let (app, provider) = spawn_shop_and_provider().await;
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    let charge = provider.unannounced_charge(&payment_id).await;
+    let success = callback("charge.succeeded", "txn_listed", &charge, 3600, &payment_id);
+    assert_eq!(app.callback_outcome(&success).await, "applied");
+    assert_eq!(
+        attempt_of(&app, &order_id).await,
+        (payment_id.clone(), Some(charge.clone()))
+    );
+    let paid: serde_json::Value =
+        sqlx::query_scalar("SELECT payload FROM outbox_events WHERE event_type = 'order.paid'")
+            .fetch_one(&app.db)
+            .await
+            .unwrap();
+    assert_eq!(
+        (paid["charge_id"].as_str(), paid["amount_cents"].as_i64()),
+        (Some(charge.as_str()), Some(3600))
+    );
 }

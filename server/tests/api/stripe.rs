@@ -216,6 +216,46 @@ async fn a_webhook_with_another_secret_or_another_orders_intent_changes_nothing(
     assert_eq!(app.order_status(&order_a).await, "pending_payment");
 }
 
+/// An intent of one cent whose metadata names a declined attempt, then its event signed with
+/// the endpoint's secret but claiming the order's total: what Stripe says the intent is for
+/// decides, so both the forged event and Stripe's own are mismatches; nothing is paid.
+#[tokio::test]
+async fn a_signed_event_claiming_more_than_the_intent_is_a_mismatch() {
+    let (app, stripe) = spawn_shop_and_stripe().await;
+    stripe.send_webhooks_to("http://127.0.0.1:9/nowhere").await;
+    let order_id = place_order(&app).await;
+    let declined = pay_with_method(&app, &order_id, "pay-1", PM_DECLINED)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(declined, 402, "card-declined").await;
+    let (payment_id, _, declined_intent) = attempt(&app, &order_id).await;
+    let cent = stripe.stray_intent(&payment_id, &order_id, 1).await;
+    assert_eq!(cent["status"], "succeeded");
+    let own = stripe.events("payment_intent.succeeded").await.remove(0);
+    let mut forged = own.clone();
+    forged["id"] = json!("evt_claims_all");
+    forged["data"]["object"]["amount"] = json!(3600);
+    forged["data"]["object"]["amount_received"] = json!(3600);
+    for event in [&forged, &own] {
+        let answer = deliver(&app, event, STRIPE_WEBHOOK_SECRET).await;
+        assert_eq!(
+            answer.json::<Value>().await.unwrap()["outcome"],
+            "amount_mismatch"
+        );
+    }
+    assert_eq!(
+        attempt(&app, &order_id).await,
+        (payment_id, "failed".to_owned(), declined_intent)
+    );
+    assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        0
+    );
+}
+
 #[tokio::test]
 async fn the_reconciler_pays_an_order_whose_webhook_never_came_from_stripes_events() {
     let (app, stripe) = spawn_shop_and_stripe().await;
