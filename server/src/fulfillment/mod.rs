@@ -13,6 +13,9 @@
 //!           order still paid? ─no─▶ outcome `not_paid` (fulfilled or cancelled already)
 //!                  │yes
 //!                  ▼
+//!           held by the reconciler? ─yes─▶ outcome `held` (nothing shipped; released when
+//!                  │no                      an operator resolves the finding)
+//!                  ▼
 //!           all lines in stock? ─no─▶ fulfillment `backordered` (no stock taken)
 //!                  │yes
 //!                  ▼
@@ -50,6 +53,10 @@ pub enum Outcome {
     NotPaid,
     /// A fulfillment already exists for the order (an earlier event left it backordered).
     AlreadyFulfilled,
+    /// The reconciler found the order's charge is for another amount than the order
+    /// (`reconcile`, an open `amount_mismatch`): nothing shipped until an operator resolves
+    /// the finding, which announces the order paid again.
+    Held,
 }
 
 impl Outcome {
@@ -59,6 +66,7 @@ impl Outcome {
             Self::Backordered => "backordered",
             Self::NotPaid => "not_paid",
             Self::AlreadyFulfilled => "already_fulfilled",
+            Self::Held => "held",
         }
     }
 }
@@ -136,7 +144,9 @@ async fn fulfill(
 ) -> Result<Vec<(Uuid, Outcome)>, HandlerError> {
     let orders: Vec<Uuid> = paid.iter().map(|(_, order)| *order).collect();
     let statuses = lock_orders(tx, &orders).await?;
-    // Orders still paid, each once, in the order their events came.
+    // Read under the orders' locks, which the reconciler takes to hold one.
+    let held = held_orders(tx, &orders).await?;
+    // Orders still paid and not held, each once, in the order their events came.
     let (mut candidates, mut seen) = (Vec::new(), HashSet::new());
     for (_, order) in paid {
         match statuses.get(order).map(String::as_str) {
@@ -145,7 +155,7 @@ async fn fulfill(
                     "order.paid for unknown order {order}"
                 )))
             }
-            Some("paid") if seen.insert(*order) => candidates.push(*order),
+            Some("paid") if !held.contains(order) && seen.insert(*order) => candidates.push(*order),
             Some(_) => {}
         }
     }
@@ -159,7 +169,7 @@ async fn fulfill(
     let shipments = ship(tx, &shipped_orders, &claimed).await?;
     announce(tx, &shipments).await?;
     email::queue_confirmations(tx, &shipments).await?;
-    Ok(outcomes(paid, &statuses, &claimed, &shipments))
+    Ok(outcomes(paid, &statuses, &held, &claimed, &shipments))
 }
 
 /// Each event's outcome, as if the events had come one at a time: the first event of an
@@ -168,6 +178,7 @@ async fn fulfill(
 fn outcomes(
     paid: &[(Uuid, Uuid)],
     statuses: &HashMap<Uuid, String>,
+    held: &HashSet<Uuid>,
     claimed: &HashMap<Uuid, Uuid>,
     shipments: &[(Uuid, String)],
 ) -> Vec<(Uuid, Outcome)> {
@@ -177,9 +188,11 @@ fn outcomes(
         .map(|(event, order)| {
             let outcome = match decided.get(order) {
                 Some(Outcome::Shipped) => Outcome::NotPaid,
+                Some(Outcome::Held) => Outcome::Held,
                 Some(_) if statuses[order] == "paid" => Outcome::AlreadyFulfilled,
                 Some(earlier) => *earlier,
                 None if statuses[order] != "paid" => Outcome::NotPaid,
+                None if held.contains(order) => Outcome::Held,
                 None if !claimed.contains_key(order) => Outcome::AlreadyFulfilled,
                 None if shipped.contains(order) => Outcome::Shipped,
                 None => Outcome::Backordered,
@@ -204,6 +217,22 @@ async fn lock_orders(
     .fetch_all(tx)
     .await?;
     Ok(rows.into_iter().map(|row| (row.id, row.status)).collect())
+}
+
+/// The orders held by the reconciler: paid by a charge the provider lists for another
+/// amount, with that finding still open (`reconcile`, docs/design.md, "Reconciliation").
+async fn held_orders(tx: &mut PgConnection, orders: &[Uuid]) -> Result<HashSet<Uuid>, sqlx::Error> {
+    let held = sqlx::query_scalar!(
+        "SELECT p.order_id FROM payments p
+           JOIN reconcile_findings f
+             ON f.payment_id = p.id AND f.provider_charge_id = p.provider_charge_id
+          WHERE p.order_id = ANY($1) AND p.status = 'succeeded'
+            AND f.kind = 'amount_mismatch' AND f.status = 'open'",
+        orders
+    )
+    .fetch_all(tx)
+    .await?;
+    Ok(held.into_iter().collect())
 }
 
 /// Inserts each order's one fulfillment, as `backordered` until stock is taken for it; the

@@ -25,13 +25,16 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// [`Kind::AmountMismatch`]'s name, as stored.
+    const AMOUNT_MISMATCH: &'static str = "amount_mismatch";
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::MissedSuccess => "missed_success",
             Self::DoubleCharge => "double_charge",
             Self::RefundDue => "refund_due",
             Self::StrandedPending => "stranded_pending",
-            Self::AmountMismatch => "amount_mismatch",
+            Self::AmountMismatch => Self::AMOUNT_MISMATCH,
             Self::UnknownReference => "unknown_reference",
             Self::UnknownToProvider => "unknown_to_provider",
         }
@@ -108,14 +111,60 @@ pub async fn list(db: &PgPool) -> Result<Vec<FindingRow>, sqlx::Error> {
     .await
 }
 
-/// An operator marks an open finding resolved.
+/// An operator marks an open finding resolved. An order the finding held (the reconciler's
+/// `hold`) is released in the same transaction: announced paid again, so fulfillment ships
+/// it now (its first `order.paid` was consumed as `held`).
 pub async fn resolve(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query!(
-        "UPDATE reconcile_findings SET status = 'resolved', resolved_at = now() WHERE id = $1 AND status = 'open'",
+    let mut tx = db.begin().await?;
+    let resolved = sqlx::query!(
+        "UPDATE reconcile_findings SET status = 'resolved', resolved_at = now()
+          WHERE id = $1 AND status = 'open' RETURNING kind, payment_id, provider_charge_id",
         id,
     )
-    .execute(db)
-    .await?
-    .rows_affected();
-    Ok(done == 1)
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(finding) = resolved else {
+        return Ok(false);
+    };
+    if let (Kind::AMOUNT_MISMATCH, Some(payment_id), Some(charge_id)) = (
+        finding.kind.as_str(),
+        finding.payment_id,
+        finding.provider_charge_id,
+    ) {
+        release_held_order(&mut tx, payment_id, &charge_id).await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// `order.paid` again for the order that payment `payment_id` paid with `charge_id`, if it
+/// is still paid and not fulfilled: what a hold kept from shipping.
+async fn release_held_order(
+    tx: &mut sqlx::PgConnection,
+    payment_id: Uuid,
+    charge_id: &str,
+) -> Result<(), sqlx::Error> {
+    let held = sqlx::query_scalar!(
+        "SELECT o.id FROM orders o JOIN payments p ON p.order_id = o.id
+          WHERE p.id = $1 AND p.status = 'succeeded' AND p.provider_charge_id = $2
+            AND o.status = 'paid'
+            AND NOT EXISTS (SELECT 1 FROM fulfillments f WHERE f.order_id = o.id)
+            FOR NO KEY UPDATE OF o",
+        payment_id,
+        charge_id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
+    let Some(order_id) = held else {
+        return Ok(());
+    };
+    tracing::info!(order = %order_id, payment = %payment_id, "a held order is released by the operator");
+    let payload = serde_json::json!({
+        "order_id": order_id,
+        "payment_id": payment_id,
+        "charge_id": charge_id,
+        "released": true,
+    });
+    once_events::outbox::record(tx, "order", order_id, "order.paid", payload).await?;
+    Ok(())
 }

@@ -349,3 +349,68 @@ async fn an_operator_refunds_an_unmatched_charge_once_and_never_a_charge_a_payme
     assert_eq!(provider.refunds().await, 1);
     assert_eq!(app.order_status(&paid_order_id).await, "paid");
 }
+
+/// An order paid on a charge the provider lists for another amount (what a callback believed
+/// over the provider used to leave behind: the order's total, with a one-cent charge's id)
+/// is held by the reconciler: fulfillment does not ship it while the finding is open, and
+/// an operator resolving the finding releases it, shipped once. (Seen red without the hold:
+/// the order shipped.)
+#[tokio::test]
+async fn an_order_paid_by_a_charge_of_another_amount_is_held_until_an_operator_resolves_it() {
+    use server::payments::apply::{self, Applied, ChargeFacts};
+
+    let (app, provider) = spawn_shop_and_provider().await;
+    provider
+        .settings
+        .set_webhook_url("http://127.0.0.1:9/nowhere");
+    let order_id = place_order(&app).await;
+    let payment_id = pending_attempt(&app, &order_id).await;
+    let cent = provider.charge(&payment_id, CARD_OK, 1).await;
+    let claimed = ChargeFacts {
+        charge_id: cent.clone(),
+        amount_cents: 3600,
+        currency: "EUR".into(),
+    };
+    let mut tx = app.db.begin().await.unwrap();
+    let paid = apply::charge_succeeded(&mut tx, payment_id.parse().unwrap(), &claimed).await;
+    assert_eq!(paid.unwrap(), Applied::Paid);
+    tx.commit().await.unwrap();
+
+    let reconciler = reconciler(&app).await;
+    assert_eq!(run(&reconciler).await.findings, 1);
+    let (finding, detail): (Uuid, String) = sqlx::query_as(
+        "SELECT id, detail FROM reconcile_findings WHERE kind = 'amount_mismatch' AND status = 'open'",
+    )
+    .fetch_one(&app.db)
+    .await
+    .unwrap();
+    assert!(detail.contains("held"), "{detail}");
+
+    let context = app.workers().await;
+    let mut consumer = context.fulfillment().await.expect("consumer");
+    drain(&context, &mut consumer).await;
+    assert_eq!(
+        app.order_status(&order_id).await,
+        "paid",
+        "held, not shipped"
+    );
+    assert_eq!(app.count("fulfillments").await, 0);
+    assert_eq!(
+        app.count_where("consumed_events", "outcome = 'held'").await,
+        1
+    );
+    assert_eq!(run(&reconciler).await.findings, 0, "found once");
+
+    let resolve = || server::reconcile::resolve_finding(&app.db, finding);
+    assert!(resolve().await.unwrap());
+    assert!(!resolve().await.unwrap(), "resolved once");
+    drain(&context, &mut consumer).await;
+    assert_eq!(app.order_status(&order_id).await, "fulfilled");
+    assert_eq!(app.count("fulfillments").await, 1, "shipped once");
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        2,
+        "announced again once, by the release"
+    );
+}
