@@ -7,9 +7,10 @@
 //! while a stolen cookie still buys one address's share of guesses, no more.
 //!
 //! A browser the operator never used gets in the same way through a link that someone who
-//! can run commands on the server makes (`server operator-browser`, [`enrol`]): it hands the
-//! browser a secret that is known, unused, for [`LINK_MINUTES`]; the password is still
-//! needed.
+//! can run commands on the server makes (`server operator-browser`, [`enrol`]): the first
+//! browser that opens it, within [`LINK_MINUTES`], gets a secret of its own in place of the
+//! link's ([`from_link`]); the password is still needed. A leaked link lets in one browser
+//! at most, and never a second one beside the operator's.
 
 use axum::http::{HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
@@ -168,9 +169,13 @@ pub async fn enrol(db: &PgPool, config: &Config) -> Result<String, sqlx::Error> 
     Ok(secret)
 }
 
-/// The `Set-Cookie` that hands a browser the secret of a link from [`enrol`], while the
-/// link works and no login has used it; `None` for any other text, so that a link made up
-/// by another site cannot replace the secret a browser holds.
+/// The `Set-Cookie` that lets in the one browser that opens a link from [`enrol`], while
+/// the link works and nobody opened it: the browser gets a secret of its own, which takes
+/// the link's place in one statement, so the link's secret is worth nothing from then on.
+/// A second browser opening the same link (the link leaked, or was opened twice) gets
+/// nothing, and cannot spend the guesses of the browser the link let in. `None` for any
+/// other text, so that a link made up by another site cannot replace the secret a browser
+/// holds.
 pub async fn from_link(
     db: &PgPool,
     config: &Config,
@@ -179,14 +184,17 @@ pub async fn from_link(
     if secret.len() != SECRET_LEN {
         return Ok(None);
     }
-    let waiting = sqlx::query_scalar!(
-        r#"SELECT true AS "waiting!" FROM operator_browsers
-            WHERE secret_sha256 = $1 AND unused_until > now()"#,
-        digest(config, secret)
+    let own = random_secret(SECRET_LEN);
+    let taken = sqlx::query!(
+        "UPDATE operator_browsers SET secret_sha256 = $2
+          WHERE secret_sha256 = $1 AND unused_until > now()",
+        digest(config, secret),
+        digest(config, &own)
     )
-    .fetch_optional(db)
-    .await?;
-    Ok(waiting.map(|_| cookie(config, secret)))
+    .execute(db)
+    .await?
+    .rows_affected();
+    Ok((taken == 1).then(|| cookie(config, &own)))
 }
 
 /// Forgets browsers without a login for [`KEPT_DAYS`], and links nobody used in time.

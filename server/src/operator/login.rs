@@ -42,8 +42,9 @@ pub struct LinkQuery {
 }
 
 /// The login form; its token is kept in a cookie, so looking at it stores nothing. Opened
-/// through a link from `server operator-browser`, it first hands this browser the link's
-/// secret, then sends it to the plain form, so the secret leaves the address bar at once.
+/// through a link from `server operator-browser`, it first lets this browser in (a secret
+/// of its own, which uses the link up), then sends it to the plain form, so the link leaves
+/// the address bar at once.
 pub async fn login_page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -57,10 +58,20 @@ pub async fn login_page(
             let to_form = Redirect::to("/operator/login");
             ([(header::SET_COOKIE, cookie)], to_form).into_response()
         }
+        // Opened again by the browser it let in (a reload): nothing to say.
+        Ok(None)
+            if matches!(
+                browsers::known(&state.db, &state.config, &headers).await,
+                Ok(Some(_))
+            ) =>
+        {
+            Redirect::to("/operator/login").into_response()
+        }
         Ok(None) => {
-            let notice = "That link lets no browser in: it was used, it is older than 15 \
-                          minutes, or it was made under another password. \
-                          `server operator-browser` makes a new one.";
+            let notice = "That link lets no browser in: it was opened before (a link lets \
+                          in one browser only; if that was not you, someone else has it), \
+                          it is older than 15 minutes, or it was made under another \
+                          password. `server operator-browser` makes a new one.";
             login_form(&state, &headers, Some(notice.into()))
         }
         Err(e) => ApiError::from(e).into_response(),
