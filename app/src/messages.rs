@@ -36,6 +36,7 @@ const TEXTS: &[(&str, &str)] = &[
     ("invalid-order", "Your cart cannot be ordered as it is. Please check it and try again."),
     ("pending-order-quota", "You have as many orders waiting for payment as the shop keeps open at once. Pay or cancel one of them, then place this order again."),
     ("client-pending-order-quota", "Many orders placed from your network are waiting for payment. The shop takes more once some of them are paid, cancelled or expired: please try again later."),
+    ("client-hourly-order-quota", "Many orders were placed from your network in the last hour. The shop takes more later: please try again then."),
     ("rate-limited", "The shop is receiving too many requests from you right now. Wait a moment and try again."),
     (INVALID_DETAILS, "Some of your details need fixing: see the fields marked below."),
     ("idempotency-key-reused", "Your order was already sent with the details you entered first, and the shop places it with those. To change them, cancel that order in My orders and order again."),

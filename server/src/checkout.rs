@@ -223,6 +223,7 @@ async fn held_order(
         "unsupported-media-type", "malformed-json", "invalid-body", "invalid-details",
         "cart-changed", "invalid-order", "unknown-sku", "out-of-stock",
         "mixed-currencies", "pending-order-quota", "client-pending-order-quota",
+        "client-hourly-order-quota",
         "rate-limited"
     ]))),
 )]

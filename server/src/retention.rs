@@ -42,6 +42,9 @@ pub async fn run_worker(db: PgPool, keep: Retention, every: Duration) {
         if let Err(e) = orders::cancel::expire_unpaid(&db, unpaid_expiry).await {
             tracing::warn!(error = %e, "cancelling unpaid orders failed; will retry");
         }
+        if let Err(e) = orders::store::forget_client_orders(&db).await {
+            tracing::warn!(error = %e, "forgetting last hour's client order counts failed; will retry");
+        }
         if let Err(e) = cart::forget_old_adds(&db, retention).await {
             tracing::warn!(error = %e, "forgetting old cart adds failed; will retry");
         }

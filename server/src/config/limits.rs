@@ -25,6 +25,10 @@ pub struct Limits {
     /// Orders one client may have waiting for payment, over all its sessions, counted by the
     /// database (`QUOTA_PENDING_ORDERS_PER_CLIENT`; 0: no quota).
     pub pending_orders_per_client: u32,
+    /// Orders one client may make in an hour, over all its sessions and whatever became of
+    /// them, counted by the database (`QUOTA_ORDERS_PER_CLIENT_PER_HOUR`; 0: no quota).
+    /// Cancelling an order frees its pending place, never this.
+    pub orders_per_client_per_hour: u32,
     /// Idempotency keys one session may claim in an hour (`QUOTA_KEYS_PER_HOUR`; 0: no
     /// quota).
     pub keys_per_hour: u32,

@@ -74,6 +74,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         "unsupported-media-type",
         "malformed-json", "invalid-body", "invalid-order", "invalid-details", "unknown-sku", "out-of-stock",
         "mixed-currencies", "payload-too-large", "pending-order-quota", "client-pending-order-quota",
+        "client-hourly-order-quota",
         "rate-limited"
     ]))),
 )]
@@ -96,6 +97,7 @@ pub fn pending_quota(config: &Config, client: Option<String>) -> store::PendingQ
     store::PendingQuota {
         per_session: config.limits.pending_orders,
         per_client: config.limits.pending_orders_per_client,
+        per_client_hour: config.limits.orders_per_client_per_hour,
         client,
     }
 }
@@ -151,6 +153,15 @@ fn reply(outcome: store::Outcome) -> Result<Reply, ApiError> {
                 .to_owned(),
             retry_after_secs: PENDING_QUOTA_RETRY_AFTER_SECS,
         }),
+        store::Outcome::OverClientHourlyQuota { retry_after_secs } => {
+            Err(ApiError::TooManyRequests {
+                problem: "client-hourly-order-quota",
+                detail: "Many orders were placed from your network in the last hour. The \
+                         shop takes more later: please try again then."
+                    .to_owned(),
+                retry_after_secs,
+            })
+        }
     }
 }
 

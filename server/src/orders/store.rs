@@ -60,24 +60,35 @@ pub enum Outcome {
     /// The client has as many orders waiting for payment, over all its sessions, as it may:
     /// nothing was written, as for [`Outcome::OverQuota`].
     OverClientQuota,
+    /// The client made as many orders in the last hour as it may, whatever became of them:
+    /// nothing was written; one more may be made in `retry_after_secs`.
+    OverClientHourlyQuota {
+        retry_after_secs: u64,
+    },
 }
 
-/// How many orders may wait for payment, and whose (docs/design.md, "Hostile traffic").
+/// How many orders may wait for payment, how many one client may make in an hour, and
+/// whose (docs/design.md, "Hostile traffic").
 #[derive(Clone, Debug)]
 pub struct PendingQuota {
     /// Per session (`QUOTA_PENDING_ORDERS`); 0: no quota.
     pub per_session: u32,
     /// Per client, over all its sessions (`QUOTA_PENDING_ORDERS_PER_CLIENT`); 0: no quota.
     pub per_client: u32,
+    /// Orders made per client in the last hour, paid, cancelled or waiting
+    /// (`QUOTA_ORDERS_PER_CLIENT_PER_HOUR`); 0: no quota.
+    pub per_client_hour: u32,
     /// The client's bucket (`client_addr::ClientBucket`), kept on the order while it waits;
     /// `None` when the server does not know the peer, and then counted under no client.
     pub client: Option<String>,
 }
 
 impl PendingQuota {
-    /// The client the per-client quota counts, when there is one.
+    /// The client the per-client quotas count, when there is one and a quota is on.
     fn counted_client(&self) -> Option<&str> {
-        self.client.as_deref().filter(|_| self.per_client > 0)
+        self.client
+            .as_deref()
+            .filter(|_| self.per_client > 0 || self.per_client_hour > 0)
     }
 }
 
@@ -101,9 +112,16 @@ pub async fn create_in_new_tx(
     // The client's hold comes next, before the cart's lock, whichever quotas are on: every
     // order takes its locks in this one order, so no two orders wait for each other.
     if let Some(client) = quota.counted_client() {
+        hold_client(&mut tx, client).await?;
         let max = quota.per_client;
-        if client_pending_orders(&mut tx, client, max).await? >= i64::from(max) {
+        if max > 0 && client_pending_orders(&mut tx, client, max).await? >= i64::from(max) {
             return Ok((tx, Outcome::OverClientQuota));
+        }
+        let max = quota.per_client_hour;
+        if max > 0 {
+            if let Some(retry_after_secs) = client_hour_full(&mut tx, client, max).await? {
+                return Ok((tx, Outcome::OverClientHourlyQuota { retry_after_secs }));
+            }
         }
     }
     // The checkout checked the key before it read the cart; checked again here, under the
@@ -122,6 +140,9 @@ pub async fn create_in_new_tx(
         Ok(order) => {
             let quantities: Vec<i32> = new.lines.iter().map(|l| l.quantity).collect();
             cart::take_ordered(&mut tx, &session_id, &new.skus(), &quantities).await?;
+            if let Some(client) = quota.counted_client().filter(|_| quota.per_client_hour > 0) {
+                count_client_order(&mut tx, client).await?;
+            }
             Ok((tx, Outcome::Created(Box::new(order))))
         }
         Err(refusal) => {
@@ -153,22 +174,27 @@ async fn pending_orders(
     .await
 }
 
-/// How many orders of the client wait for payment, counted up to `cap`, in the caller's
-/// transaction. The client is held first, for the rest of that transaction (an advisory
-/// lock named by the bucket: the client has no row of its own), so that orders of one
-/// client count one after another, whichever sessions and instances they come through.
-/// Taken after the session's hold and before any other lock of the order.
-async fn client_pending_orders(
-    tx: &mut PgConnection,
-    client: &str,
-    cap: u32,
-) -> Result<i64, sqlx::Error> {
+/// Holds the client for the rest of the caller's transaction (an advisory lock named by the
+/// bucket: the client has no row of its own), so that orders of one client count one after
+/// another, whichever sessions and instances they come through. Taken after the session's
+/// hold and before any other lock of the order.
+async fn hold_client(tx: &mut PgConnection, client: &str) -> Result<(), sqlx::Error> {
     sqlx::query!(
         "SELECT pg_advisory_xact_lock(hashtextextended('pending orders of ' || $1, 0))",
         client
     )
     .execute(&mut *tx)
     .await?;
+    Ok(())
+}
+
+/// How many orders of the client wait for payment, counted up to `cap`, in the caller's
+/// transaction, which holds the client ([`hold_client`]).
+async fn client_pending_orders(
+    tx: &mut PgConnection,
+    client: &str,
+    cap: u32,
+) -> Result<i64, sqlx::Error> {
     sqlx::query_scalar!(
         r#"SELECT count(*) AS "count!" FROM (
              SELECT 1 FROM orders
@@ -179,6 +205,48 @@ async fn client_pending_orders(
     )
     .fetch_one(&mut *tx)
     .await
+}
+
+/// When the client made `cap` orders in the last hour (read up to `cap`, oldest first), the
+/// seconds until the oldest of them leaves the hour; `None` while it may make another. The
+/// caller holds the client ([`hold_client`]).
+async fn client_hour_full(
+    tx: &mut PgConnection,
+    client: &str,
+    cap: u32,
+) -> Result<Option<u64>, sqlx::Error> {
+    let window = sqlx::query!(
+        r#"SELECT count(*) AS "count!",
+                  ceil(extract(epoch FROM min(created_at) + interval '1 hour' - now()))::bigint AS "wait"
+             FROM (SELECT created_at FROM client_orders
+                    WHERE client_bucket = $1 AND created_at > now() - interval '1 hour'
+                    ORDER BY created_at LIMIT $2) AS capped"#,
+        client,
+        i64::from(cap)
+    )
+    .fetch_one(&mut *tx)
+    .await?;
+    Ok((window.count >= i64::from(cap)).then(|| window.wait.unwrap_or(1).max(1) as u64))
+}
+
+/// Counts an order the client made, in the order's transaction.
+async fn count_client_order(tx: &mut PgConnection, client: &str) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "INSERT INTO client_orders (client_bucket) VALUES ($1)",
+        client
+    )
+    .execute(&mut *tx)
+    .await?;
+    Ok(())
+}
+
+/// Forgets which client made an order once the order is past the hour it counts in.
+pub async fn forget_client_orders(db: &PgPool) -> Result<u64, sqlx::Error> {
+    let deleted =
+        sqlx::query!("DELETE FROM client_orders WHERE created_at <= now() - interval '1 hour'")
+            .execute(db)
+            .await?;
+    Ok(deleted.rows_affected())
 }
 
 /// Creates the order, its lines and its `order.created` event in the caller's transaction,

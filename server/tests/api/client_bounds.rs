@@ -124,6 +124,72 @@ async fn a_client_waits_for_payment_on_at_most_its_quota_of_orders_over_all_its_
     );
 }
 
+/// Cancelling an order frees its pending place, not its place in the client's hour: one
+/// client making and cancelling orders through many sessions and two instances makes at
+/// most its hourly quota, then is told when to come back, and nothing of the refused
+/// request is stored (seen red without the hourly count: the fourth order was made).
+#[tokio::test]
+async fn a_client_that_cancels_each_order_still_makes_at_most_its_hourly_quota() {
+    let app = spawn_app_with(|c| {
+        c.limits.pending_orders_per_client = 1;
+        c.limits.orders_per_client_per_hour = 3;
+    })
+    .await;
+    let second = start(app.config.clone(), app.db_name.clone()).await;
+    for (i, instance) in [&app, &second, &app].into_iter().enumerate() {
+        let tab = shopper_from(FIRST);
+        instance.open_session(&tab).await;
+        let placed = post_order(&tab, instance, Some(&format!("h-{i}")), MUG_ORDER).await;
+        assert_eq!(placed.status(), 201);
+        let order: serde_json::Value = placed.json().await.unwrap();
+        let cancelled = tab
+            .post(instance.url(&format!(
+                "/api/orders/{}/cancel",
+                order["id"].as_str().unwrap()
+            )))
+            .header("idempotency-key", format!("cancel-h-{i}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(cancelled.status(), 200);
+    }
+    let tab = shopper_from(FIRST);
+    second.open_session(&tab).await;
+    let refused = post_order(&tab, &second, Some("h-3"), MUG_ORDER).await;
+    let wait: u64 = refused.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((3500..=3600).contains(&wait), "Retry-After {wait}");
+    let problem = assert_problem(refused, 429, "client-hourly-order-quota").await;
+    assert!(problem["detail"].as_str().unwrap().contains("last hour"));
+    assert_eq!(app.count("orders").await, 3);
+    assert_ne!(app.key_state("h-3").await.as_deref(), Some("completed"));
+    assert_eq!(app.count("client_orders").await, 3);
+
+    let other = shopper_from(SECOND);
+    app.open_session(&other).await;
+    let elsewhere = post_order(&other, &app, Some("h-other"), MUG_ORDER).await;
+    assert_eq!(elsewhere.status(), 201, "another client has its own hour");
+
+    // An hour later the client's orders leave its count, and the retention round forgets
+    // them; the same request is then made.
+    sqlx::query(
+        "UPDATE client_orders SET created_at = created_at - interval '1 hour'
+          WHERE client_bucket = '127.0.0.2'",
+    )
+    .execute(&app.db)
+    .await
+    .unwrap();
+    server::orders::store::forget_client_orders(&app.db)
+        .await
+        .unwrap();
+    assert_eq!(app.count("client_orders").await, 1, "the other client's");
+    let retried = post_order(&tab, &second, Some("h-3"), MUG_ORDER).await;
+    assert_eq!(retried.status(), 201);
+}
+
 /// Ten sessions of one client order at the same instant (a barrier) against a client quota
 /// of three: the database counts them one after another, so exactly three are made.
 #[tokio::test]
