@@ -14,6 +14,14 @@
 //!   proxies excepted). Past either a new connection is answered `503` problem+json with
 //!   `Retry-After` and closed (load shedding).
 //!
+//! A connection the server ends is closed the way RFC 9112 §9.6 asks: the answer is sent,
+//! the write side shut (FIN), and what the client still sends is read and dropped for at
+//! most [`LINGER_FOR`] and [`LINGER_BYTES`] before the socket is closed. A client that
+//! writes its whole request before reading (a body past `MAX_BODY_BYTES`, headers past
+//! `MAX_HEADER_BYTES`) then reads its 413 or 431 instead of a reset, which a close with
+//! unread bytes would send. A connection closed for being slow or silent (the header
+//! timeout) is not drained: nothing waits for an answer there.
+//!
 //! A peer is taken in its canonical form from the start: an IPv4 client of a dual-stack
 //! listener (`::ffff:a.b.c.d`) is that IPv4 client for every limit (`crate::client_addr`).
 
@@ -27,10 +35,7 @@ use std::{
 
 use axum::{extract::ConnectInfo, Router};
 use hyper::{body::Incoming, server::conn::http1};
-use hyper_util::{
-    rt::{TokioIo, TokioTimer},
-    service::TowerToHyperService,
-};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
     io::{AsyncReadExt, AsyncWriteExt},
     net::{TcpListener, TcpStream},
@@ -46,6 +51,13 @@ const DRAIN_WITHIN: Duration = Duration::from_secs(30);
 /// How long a shed connection is read (and its bytes dropped) after the 503 is written,
 /// so the client receives the answer instead of a reset.
 const SHED_LINGER: Duration = Duration::from_millis(200);
+/// The longest a connection the server ends is drained after its last answer: enough for
+/// a client to finish writing a refused request and read the answer, short enough that a
+/// client trickling bytes holds its place for no longer.
+const LINGER_FOR: Duration = Duration::from_secs(2);
+/// The most a connection the server ends is drained of: a refused body of several times
+/// `MAX_BODY_BYTES`'s default; past it the socket is closed whatever the client sends.
+const LINGER_BYTES: usize = 4 << 20;
 /// After an accept error (no file descriptor left), a pause before the next accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
@@ -119,7 +131,7 @@ pub async fn serve(
         let (limits, stopping) = (limits.clone(), stopping.clone());
         tokio::spawn(async move {
             let _held = (permit, place);
-            serve_one(stream, TowerToHyperService::new(service), &limits, stopping).await;
+            serve_one(stream, Unpinned(service), &limits, stopping).await;
         });
     }
     drop(listener);
@@ -134,34 +146,104 @@ pub async fn serve(
     Ok(())
 }
 
-/// One connection, until it ends, outlives its lifetime, or the server stops.
+/// One connection, until it ends, outlives its lifetime, or the server stops; then closed,
+/// drained first unless it ended for being slow (see the module's documentation).
 async fn serve_one<S>(
     stream: TcpStream,
-    service: S,
+    service: Unpinned<S>,
     limits: &ConnectionLimits,
     stopping: CancellationToken,
 ) where
-    S: hyper::service::HttpService<Incoming>,
-    S::ResBody: 'static + Send,
-    <S::ResBody as hyper::body::Body>::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    S: tower::Service<axum::http::Request<Incoming>, Response = axum::response::Response>
+        + Clone
+        + Send
+        + Unpin
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
-    tokio::pin!(connection);
-    let grace = tokio::select! {
-        ended = connection.as_mut() => return log_end(ended),
-        () = tokio::time::sleep(limits.lifetime()) => limits.header_read_timeout,
-        () = stopping.cancelled() => DRAIN_WITHIN,
+    let mut connection = builder.serve_connection(TokioIo::new(stream), service);
+    let served = tokio::select! {
+        ended = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx)) => Ok(ended),
+        () = tokio::time::sleep(limits.lifetime()) => Err(limits.header_read_timeout),
+        () = stopping.cancelled() => Err(DRAIN_WITHIN),
+    };
+    let grace = match served {
+        Ok(ended) => return close(connection.into_parts().io.into_inner(), ended).await,
+        Err(grace) => grace,
     };
     // Close after the request in flight; a client that does not read its answer is
     // dropped when the grace runs out.
-    connection.as_mut().graceful_shutdown();
-    if let Ok(ended) = tokio::time::timeout(grace, connection).await {
-        log_end(ended);
+    std::pin::Pin::new(&mut connection).graceful_shutdown();
+    let finished = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx));
+    if let Ok(ended) = tokio::time::timeout(grace, finished).await {
+        close(connection.into_parts().io.into_inner(), ended).await;
+    }
+}
+
+/// Closes a connection hyper is done with: drained first, unless it ended on a timeout.
+async fn close(stream: TcpStream, ended: Result<(), hyper::Error>) {
+    let timed_out = ended.as_ref().is_err_and(hyper::Error::is_timeout);
+    log_end(ended);
+    if !timed_out {
+        drain_and_close(stream, LINGER_FOR, LINGER_BYTES).await;
+    }
+}
+
+/// Shuts the write side (the answer is followed by a FIN), then reads and drops what the
+/// client still sends, until it closes, `within` passes or `most` bytes came; then closes.
+async fn drain_and_close(mut stream: TcpStream, within: Duration, most: usize) {
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 8192];
+    let mut left = most;
+    let _ = tokio::time::timeout(within, async {
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
+}
+
+/// A tower service as hyper's, with a boxed future: hyper hands the connection's socket
+/// back (`poll_without_shutdown`, for the drain) only for services and futures that are
+/// `Unpin`, which the router's are not known to be.
+#[derive(Clone)]
+struct Unpinned<S>(S);
+
+type BoxedAnswer = std::pin::Pin<
+    Box<
+        dyn Future<
+                Output = Result<axum::response::Response, Box<dyn std::error::Error + Send + Sync>>,
+            > + Send,
+    >,
+>;
+
+impl<S> hyper::service::Service<axum::http::Request<Incoming>> for Unpinned<S>
+where
+    S: tower::Service<axum::http::Request<Incoming>, Response = axum::response::Response>
+        + Clone
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = axum::response::Response;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Future = BoxedAnswer;
+
+    fn call(&self, request: axum::http::Request<Incoming>) -> Self::Future {
+        let service = self.0.clone();
+        Box::pin(async move { service.oneshot(request).await.map_err(Into::into) })
     }
 }
 
@@ -234,12 +316,7 @@ async fn shed(mut stream: TcpStream) {
     if stream.write_all(answer.as_bytes()).await.is_err() {
         return;
     }
-    let _ = stream.shutdown().await;
-    let mut sink = [0u8; 4096];
-    let _ = tokio::time::timeout(SHED_LINGER, async {
-        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
-    })
-    .await;
+    drain_and_close(stream, SHED_LINGER, LINGER_BYTES).await;
 }
 
 #[cfg(test)]

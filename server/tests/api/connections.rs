@@ -227,3 +227,67 @@ async fn a_body_that_stops_coming_is_answered_408_problem_json() {
         .unwrap();
     assert_eq!(keys, 0);
 }
+
+/// Writes `head` and then `body` whole before reading, as a client that reads only once
+/// it has sent its request does (Python's urllib); the answer it reads, or what went wrong.
+async fn write_all_then_read(app: &TestApp, head: &str, body: &[u8]) -> Result<String, String> {
+    let mut stream = TcpStream::connect(address(app)).await.unwrap();
+    let mut request = head.as_bytes().to_vec();
+    request.extend_from_slice(body);
+    stream
+        .write_all(&request)
+        .await
+        .map_err(|e| format!("writing: {e}"))?;
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+        .await
+        .map_err(|_| "no answer within 10 s".to_owned())?
+        .map_err(|e| format!("reading: {e}"))?;
+    Ok(String::from_utf8_lossy(&answer).into_owned())
+}
+
+/// A refusal given before the request was read (a body past `MAX_BODY_BYTES`, headers past
+/// `MAX_HEADER_BYTES`) reaches a client that writes its whole request before reading: the
+/// server shuts its side after the answer and drains the rest (RFC 9112 §9.6) instead of
+/// closing on unread bytes, which resets the connection and loses the answer. Twenty tries
+/// of each, all answered (seen red when the connection was closed at once: some writes
+/// were reset and their answers lost).
+#[tokio::test]
+async fn an_early_refusal_reaches_a_client_that_writes_everything_first() {
+    let app = spawn_app().await;
+    let opened = reqwest::Client::new()
+        .get(app.url("/api/session"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = opened.headers()["set-cookie"].to_str().unwrap();
+    let session = cookie.split(';').next().unwrap().to_owned();
+    let body = vec![b' '; 2 << 20];
+    let order_head = format!(
+        "POST /api/orders HTTP/1.1\r\nHost: shop\r\nCookie: {session}\r\n\
+         Idempotency-Key: too-big\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    let filler = format!("x-filler: {}\r\n", "a".repeat(1000)).repeat(256);
+    let header_head = format!("GET /healthz HTTP/1.1\r\nHost: shop\r\n{filler}\r\n");
+    let mut lost = Vec::new();
+    for _ in 0..20 {
+        for (head, body, status) in [
+            (&order_head, &body[..], "HTTP/1.1 413"),
+            (&header_head, &[][..], "HTTP/1.1 431"),
+        ] {
+            match write_all_then_read(&app, head, body).await {
+                Ok(answer) if answer.starts_with(status) => {}
+                Ok(answer) => lost.push(format!("{status}: {}", &answer[..answer.len().min(40)])),
+                Err(e) => lost.push(format!("{status}: {e}")),
+            }
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} of 40 answers lost: {lost:?}",
+        lost.len()
+    );
+    assert_eq!(app.count("idempotency_keys").await, 0, "nothing stored");
+}
