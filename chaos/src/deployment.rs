@@ -105,6 +105,8 @@ impl Settings {
 const SERVER_PORTS: [u16; 3] = [3961, 3962, 3963];
 const PROVIDER_PORT: u16 = 3969;
 const WEBHOOK_SECRET: &str = "chaos-run-webhook-secret";
+/// The merchant's key the provider takes calls with.
+const PROVIDER_API_KEY: &str = "chaos-run-provider-api-key";
 /// Every instance keys fingerprints alike, or a retry on another one would look reused.
 const FINGERPRINT_SECRET: &str = "chaos-run-fingerprint-secret";
 /// Short, so that a paused process loses its lease within the pause.
@@ -148,6 +150,7 @@ impl Deployment {
                 ("NATS_REPLICAS", replicas.into()),
                 ("PROVIDER_URL", provider_url()),
                 ("PROVIDER_WEBHOOK_SECRETS", WEBHOOK_SECRET.into()),
+                ("PROVIDER_API_KEY", PROVIDER_API_KEY.into()),
                 ("IDEMPOTENCY_FINGERPRINT_SECRETS", FINGERPRINT_SECRET.into()),
                 ("PROVIDER_TIMEOUT_MS", "2000".into()),
                 // Past the sandbox's slow charge (made within 4 s of its call, or never).
@@ -163,6 +166,7 @@ impl Deployment {
                 ("RATE_LIMIT_PER_CLIENT", "0".into()),
                 ("NEW_SESSIONS_PER_CLIENT_PER_HOUR", "0".into()),
                 ("QUOTA_PENDING_ORDERS_PER_CLIENT", "0".into()),
+                ("QUOTA_ORDERS_PER_CLIENT_PER_HOUR", "0".into()),
                 ("MAX_CONNECTIONS_PER_CLIENT", "10000".into()),
                 ("RUST_LOG", "warn".into()),
             ];
@@ -195,6 +199,7 @@ impl Deployment {
                     format!("{}/webhooks/provider", settings.entry_urls()[0]),
                 ),
                 ("PROVIDER_WEBHOOK_SECRET", WEBHOOK_SECRET.into()),
+                ("PROVIDER_API_KEY", PROVIDER_API_KEY.into()),
                 ("PROVIDER_CHAOS_DUPLICATES", "1".into()),
                 ("PROVIDER_CHAOS_SHUFFLE", "true".into()),
                 ("PROVIDER_CHAOS_DELAY_MS", "300".into()),
@@ -321,6 +326,7 @@ impl Deployment {
     pub async fn calm_provider(&self) -> anyhow::Result<()> {
         reqwest::Client::new()
             .post(format!("{}/v1/admin/chaos", provider_url()))
+            .bearer_auth(PROVIDER_API_KEY)
             .json(&serde_json::json!({}))
             .send()
             .await?

@@ -18,6 +18,7 @@ export const E2E_SERVER_ENV: Record<string, string> = {
   // new sessions and waiting orders are the API tests' to prove (limits.rs).
   NEW_SESSIONS_PER_CLIENT_PER_HOUR: '0',
   QUOTA_PENDING_ORDERS_PER_CLIENT: '0',
+  QUOTA_ORDERS_PER_CLIENT_PER_HOUR: '0',
 };
 
 export interface ServerOptions {
@@ -39,6 +40,19 @@ export function webhookSecret(): string {
   const secret = process.env.ONCE_E2E_WEBHOOK_SECRET || randomBytes(32).toString('hex');
   process.env.ONCE_E2E_WEBHOOK_SECRET = secret;
   return secret;
+}
+
+/** The merchant's key the provider takes calls with and the servers call with, made and
+ * shared like the webhook secret. */
+export function providerApiKey(): string {
+  const key = process.env.ONCE_E2E_PROVIDER_API_KEY || `sk_sandbox_${randomBytes(24).toString('hex')}`;
+  process.env.ONCE_E2E_PROVIDER_API_KEY = key;
+  return key;
+}
+
+/** The header a test's own call to the provider carries: the merchant's key. */
+export function providerAuth(): Record<string, string> {
+  return { authorization: `Bearer ${providerApiKey()}` };
 }
 
 /** The servers' fingerprint secret, made and shared like the webhook secret: every server of
@@ -105,6 +119,7 @@ export async function startProvider(
       PROVIDER_ADDR: `127.0.0.1:${port}`,
       PROVIDER_WEBHOOK_URL: webhookURL,
       PROVIDER_WEBHOOK_SECRET: webhookSecret(),
+      PROVIDER_API_KEY: providerApiKey(),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
     },
     stdio: ['ignore', 'inherit', 'inherit'],
@@ -124,6 +139,7 @@ export async function startServer(options: ServerOptions): Promise<RunningServer
       LEPTOS_SITE_ROOT: path.join(ROOT, 'target', 'site'),
       PROVIDER_URL: `http://127.0.0.1:${PROVIDER_PORT}`,
       PROVIDER_WEBHOOK_SECRETS: webhookSecret(),
+      PROVIDER_API_KEY: providerApiKey(),
       IDEMPOTENCY_FINGERPRINT_SECRETS: fingerprintSecret(),
       RUST_LOG: process.env.RUST_LOG ?? 'warn',
       ...E2E_SERVER_ENV,

@@ -1,6 +1,7 @@
 // Small steps the browser tests share: fill a cart, wait for hydration, count orders and
 // the POSTs the browser sent, and drive the server's test-only fault-injection gates.
 import { test as base, expect, APIRequestContext, Locator, Page } from '@playwright/test';
+import { providerAuth } from './server';
 
 /** Every spec's `test`: the shared server's gates are reset before each test, so no gate
  * armed, opened or left holding by an earlier test (or an earlier repetition) leaks in.
@@ -172,7 +173,7 @@ export async function providerCharges(page: Page, orderId: string): Promise<numb
   let cursor = '';
   do {
     const after = cursor ? `&starting_after=${cursor}` : '';
-    const ledger = await (await page.request.get(`${provider}/v1/transactions?limit=100${after}`)).json();
+    const ledger = await (await page.request.get(`${provider}/v1/transactions?limit=100${after}`, { headers: providerAuth() })).json();
     count += ledger.data.filter((c: any) => c.kind === 'charge' && references.has(c.reference)).length;
     cursor = ledger.next_cursor;
   } while (cursor);
@@ -222,7 +223,7 @@ export async function pendingAttempt(page: Page, base: string, orderId: string):
  * with the attempt as its reference. The charge's id. */
 export async function completeCharge(request: APIRequestContext, provider: string, attemptId: string): Promise<string> {
   const completed = await request.post(`${provider}/v1/charges`, {
-    headers: { 'idempotency-key': `e2e-complete-${attemptId}` },
+    headers: { 'idempotency-key': `e2e-complete-${attemptId}`, ...providerAuth() },
     data: { amount_cents: 6200, currency: 'EUR', card_number: '4242424242424242', reference: attemptId },
   });
   expect(completed.status()).toBe(201);

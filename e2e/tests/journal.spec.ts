@@ -1,5 +1,5 @@
 import { test, expect, completeCharge, pendingAttempt, placeOrder } from '../support/shop';
-import { freePort, freshDatabaseName, startProvider, startServer, stopServer, E2E_SERVER_ENV } from '../support/server';
+import { freePort, freshDatabaseName, startProvider, startServer, stopServer, providerAuth, E2E_SERVER_ENV } from '../support/server';
 
 const PASSWORD = 'e2e-operator-password';
 /** How long the provider holds the webhook of the charge that completes the payment: long
@@ -33,7 +33,7 @@ test('11. an operator finds an order by its charge id and reads its whole story 
     const orderId = await placeOrder(page, base);
     const attempt = await pendingAttempt(page, base, orderId);
     // Then the charge completes; its webhook is held, and comes twice.
-    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { duplicates: 1, delay_ms: WEBHOOK_DELAY_MS } });
+    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { duplicates: 1, delay_ms: WEBHOOK_DELAY_MS }, headers: providerAuth() });
     const chargeId = await completeCharge(request, PROVIDER(), attempt.id);
     expect(chargeId).toMatch(/^ch_/);
 

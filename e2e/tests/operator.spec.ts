@@ -1,5 +1,5 @@
 import { test, expect, completeCharge, pendingAttempt, placeOrder } from '../support/shop';
-import { startConsoleServer, stopServer } from '../support/server';
+import { providerAuth, startConsoleServer, stopServer } from '../support/server';
 
 const PROVIDER = () => process.env.ONCE_E2E_PROVIDER_URL!;
 const PASSWORD = 'e2e-operator-password';
@@ -14,7 +14,7 @@ test('10. an operator sees a payment lost with its webhook, runs the reconciler 
   try {
     // The provider keeps the charge "processing" (the shop keeps the attempt pending), then
     // completes it, and the webhook that would tell the shop is lost for good.
-    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { drop_webhooks: true } });
+    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: { drop_webhooks: true }, headers: providerAuth() });
     const orderId = await placeOrder(page, base);
     const attempt = await pendingAttempt(page, base, orderId);
     await completeCharge(request, PROVIDER(), attempt.id);
@@ -45,7 +45,7 @@ test('10. an operator sees a payment lost with its webhook, runs the reconciler 
     await expect(page.getByTestId('overview')).toContainText('Payments: succeeded');
     await expect(page.getByTestId('overview')).not.toContainText('Payments: pending');
   } finally {
-    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: {} });
+    await request.post(`${PROVIDER()}/v1/admin/chaos`, { data: {}, headers: providerAuth() });
     await stopServer(server);
   }
 });

@@ -10,6 +10,8 @@ pub struct Config {
     pub addr: SocketAddr,
     pub webhook_url: String,
     pub webhook_secret: String,
+    /// The key every `/v1/…` call must carry (`PROVIDER_API_KEY`), shared with the shop.
+    pub api_key: String,
     pub chaos: Chaos,
 }
 
@@ -26,6 +28,7 @@ impl Config {
                 "http://127.0.0.1:3000/webhooks/provider",
             ),
             webhook_secret: webhook_secret()?,
+            api_key: api_key()?,
             chaos: Chaos {
                 duplicates: var_or("PROVIDER_CHAOS_DUPLICATES", "0").parse()?,
                 shuffle: var_or("PROVIDER_CHAOS_SHUFFLE", "false").parse()?,
@@ -48,6 +51,18 @@ fn webhook_secret() -> anyhow::Result<String> {
          shared with the shop (scripts/run generates one)"
     );
     Ok(secret)
+}
+
+/// The merchant's key. Required, with no built-in default, for the reason the webhook
+/// secret has none.
+fn api_key() -> anyhow::Result<String> {
+    let key = std::env::var("PROVIDER_API_KEY").unwrap_or_default();
+    anyhow::ensure!(
+        key.len() >= 16,
+        "PROVIDER_API_KEY must be set to a random key of at least 16 characters, shared with \
+         the shop (scripts/run generates one)"
+    );
+    Ok(key)
 }
 
 fn var_or(name: &str, default: &str) -> String {

@@ -2,7 +2,7 @@
 
 use std::future::Future;
 
-use axum::{routing::get, Router};
+use axum::{middleware, routing::get, Router};
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
     ConnectOptions, Connection, PgPool,
@@ -10,6 +10,7 @@ use sqlx::{
 use tokio::net::TcpListener;
 
 use crate::{
+    auth::{self, ApiKey},
     charges,
     config::Config,
     ledger, refunds,
@@ -22,6 +23,7 @@ pub struct Application {
     listener: TcpListener,
     state: ProviderState,
     secret: String,
+    api_key: ApiKey,
 }
 
 impl Application {
@@ -41,6 +43,7 @@ impl Application {
             listener,
             state: ProviderState { db, settings },
             secret: config.webhook_secret,
+            api_key: ApiKey::new(&config.api_key),
         })
     }
 
@@ -70,12 +73,18 @@ impl Application {
             self.state.settings.clone(),
             self.secret,
         ));
-        let router = Router::new()
-            .route("/healthz", get(|| async { "ok" }))
+        let api = Router::new()
             .merge(charges::router())
             .merge(ledger::router())
             .merge(refunds::router())
             .merge(settings::router())
+            .route_layer(middleware::from_fn_with_state(
+                self.api_key,
+                auth::require_key,
+            ));
+        let router = Router::new()
+            .route("/healthz", get(|| async { "ok" }))
+            .merge(api)
             .with_state(self.state);
         let served = axum::serve(self.listener, router)
             .with_graceful_shutdown(shutdown)

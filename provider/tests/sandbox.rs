@@ -10,6 +10,8 @@ use tokio::sync::mpsc;
 
 /// The secret this test's provider signs with.
 const SECRET: &str = "whsec_sandbox_test_secret";
+/// The merchant's key this test's provider takes calls with.
+const API_KEY: &str = "sk_sandbox_test_merchant_key";
 
 struct Sandbox {
     url: String,
@@ -39,17 +41,31 @@ async fn spawn(chaos: Chaos, webhook_url: String) -> Sandbox {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         webhook_url,
         webhook_secret: SECRET.into(),
+        api_key: API_KEY.into(),
         chaos,
     };
     let app = Application::build(config).await.unwrap();
     let sandbox = Sandbox {
         url: format!("http://127.0.0.1:{}", app.port()),
         db: app.db().clone(),
-        http: reqwest::Client::new(),
+        http: merchant_client(API_KEY),
         _database: database,
     };
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     sandbox
+}
+
+/// A client that sends `key` as the merchant's key with every call.
+fn merchant_client(key: &str) -> reqwest::Client {
+    let bearer = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).unwrap();
+    reqwest::Client::builder()
+        .default_headers(
+            [(reqwest::header::AUTHORIZATION, bearer)]
+                .into_iter()
+                .collect(),
+        )
+        .build()
+        .unwrap()
 }
 
 impl Drop for DropsDatabase {
@@ -442,4 +458,52 @@ async fn chaos_can_lose_webhooks_for_good_and_charge_twice() {
             .await,
         0
     );
+}
+
+/// Every call of the API takes the merchant's key: without it, or with another, a charge is
+/// refused 401 and nothing is charged; the ledger, refunds and the chaos knobs likewise
+/// (seen red when the API was open: the charge was made).
+#[tokio::test]
+async fn calls_without_the_merchants_key_are_refused_and_charge_nothing() {
+    let sandbox = spawn(Chaos::default(), "http://127.0.0.1:9/nowhere".into()).await;
+    let body = json!({ "amount_cents": 1, "currency": "EUR",
+        "card_number": "4242424242424242", "reference": "someone-elses-attempt" });
+    for client in [
+        reqwest::Client::new(),
+        merchant_client("sk_sandbox_a_guessed_key"),
+    ] {
+        let calls = [
+            client
+                .post(format!("{}/v1/charges", sandbox.url))
+                .header("idempotency-key", "k")
+                .json(&body),
+            client.get(format!(
+                "{}/v1/charges?reference=someone-elses-attempt",
+                sandbox.url
+            )),
+            client.get(format!("{}/v1/transactions", sandbox.url)),
+            client
+                .post(format!("{}/v1/refunds", sandbox.url))
+                .header("idempotency-key", "r")
+                .json(&json!({"charge_id": "ch_1"})),
+            client
+                .post(format!("{}/v1/admin/chaos", sandbox.url))
+                .json(&json!({"drop_webhooks": true})),
+        ];
+        for call in calls {
+            let answer = call.send().await.unwrap();
+            assert_eq!(answer.status(), 401);
+            let error: Value = answer.json().await.unwrap();
+            assert_eq!(error["error"]["code"], "unauthorized");
+        }
+    }
+    let charges: i64 = sqlx::query_scalar("SELECT count(*) FROM charges")
+        .fetch_one(&sandbox.db)
+        .await
+        .unwrap();
+    assert_eq!(charges, 0);
+    let answer = sandbox
+        .charge("with-the-key", "4242424242424242", 100)
+        .await;
+    assert_eq!(answer.status(), 201, "the merchant's own call");
 }

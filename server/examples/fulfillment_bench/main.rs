@@ -76,6 +76,7 @@ impl Run {
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432".into());
         let mut config = Config::from_vars(|name| match name {
             "PROVIDER_WEBHOOK_SECRETS" => Some("bench-only-webhook-secret".into()),
+            "PROVIDER_API_KEY" => Some("bench-only-provider-api-key".into()),
             "IDEMPOTENCY_FINGERPRINT_SECRETS" => Some("bench-only-fingerprint-secret".into()),
             "LEPTOS_SITE_ADDR" => Some("127.0.0.1:0".into()),
             _ => std::env::var(name).ok(),

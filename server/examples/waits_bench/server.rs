@@ -38,6 +38,7 @@ impl Server {
                 ("LEPTOS_SITE_ROOT", "target/site"),
                 ("PROVIDER_URL", "http://127.0.0.1:9"),
                 ("PROVIDER_WEBHOOK_SECRETS", "bench-only-webhook-secret"),
+                ("PROVIDER_API_KEY", "bench-only-provider-api-key"),
                 (
                     "IDEMPOTENCY_FINGERPRINT_SECRETS",
                     "bench-only-fingerprint-secret",
@@ -60,6 +61,7 @@ impl Server {
                 ("RATE_LIMIT_WRITES_PER_SESSION_BURST", huge),
                 ("QUOTA_PENDING_ORDERS", "0"),
                 ("QUOTA_PENDING_ORDERS_PER_CLIENT", "0"),
+                ("QUOTA_ORDERS_PER_CLIENT_PER_HOUR", "0"),
                 ("QUOTA_KEYS_PER_HOUR", "0"),
                 ("MAX_CONNECTIONS", "100000"),
                 ("MAX_CONNECTIONS_PER_CLIENT", "100000"),

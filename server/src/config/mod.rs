@@ -41,6 +41,9 @@ pub struct Config {
     pub payment_provider: ProviderChoice,
     /// The sandbox provider's base URL.
     pub provider_url: String,
+    /// The key the shop calls the sandbox provider with (`PROVIDER_API_KEY`, the one the
+    /// provider was started with). Required with the sandbox, with no built-in default.
+    pub provider_api_key: String,
     /// How long one call to the provider may take before it counts as lost.
     pub provider_timeout: Duration,
     /// How long a pending attempt must have been quiet (no charge call) before another
@@ -224,6 +227,7 @@ impl Config {
             max_body_bytes: var_or("MAX_BODY_BYTES", "65536").parse()?,
             payment_provider: ProviderChoice::from_vars(&var, &secrets)?,
             provider_url: var_or("PROVIDER_URL", "http://127.0.0.1:3100"),
+            provider_api_key: var_or("PROVIDER_API_KEY", ""),
             provider_timeout: millis("PROVIDER_TIMEOUT_MS", "10000")?,
             payment_settle_grace: millis("PAYMENT_SETTLE_GRACE_MS", "60000")?,
             unpaid_order_expiry: Duration::from_secs(
@@ -275,6 +279,8 @@ impl Config {
                     .parse()?,
                 pending_orders: var_or("QUOTA_PENDING_ORDERS", "20").parse()?,
                 pending_orders_per_client: var_or("QUOTA_PENDING_ORDERS_PER_CLIENT", "200")
+                    .parse()?,
+                orders_per_client_per_hour: var_or("QUOTA_ORDERS_PER_CLIENT_PER_HOUR", "300")
                     .parse()?,
                 keys_per_hour: var_or("QUOTA_KEYS_PER_HOUR", "1000").parse()?,
                 cart_adds_per_hour: var_or("QUOTA_CART_ADDS_PER_HOUR", "500").parse()?,
@@ -397,6 +403,13 @@ impl Config {
             "BUS_ACK_WAIT_MS must exceed the pause before an ack, and CONSUMER_RETRY_BASE_MS \
              must not exceed CONSUMER_RETRY_CAP_MS"
         );
+        if let ProviderChoice::Sandbox = self.payment_provider {
+            anyhow::ensure!(
+                self.provider_api_key.len() >= 16,
+                "PROVIDER_API_KEY is not set (or shorter than 16 characters): the sandbox \
+                 provider takes calls with its merchant's key only (scripts/run generates one)"
+            );
+        }
         self.validate_console()
     }
 

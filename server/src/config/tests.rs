@@ -10,7 +10,9 @@ fn config(vars: &[(&str, &str)]) -> anyhow::Result<Config> {
             .or_else(|| {
                 matches!(
                     name,
-                    "PROVIDER_WEBHOOK_SECRETS" | "IDEMPOTENCY_FINGERPRINT_SECRETS"
+                    "PROVIDER_WEBHOOK_SECRETS"
+                        | "IDEMPOTENCY_FINGERPRINT_SECRETS"
+                        | "PROVIDER_API_KEY"
                 )
                 .then(|| SECRET.to_owned())
             })
@@ -34,6 +36,21 @@ fn there_is_no_built_in_webhook_secret() {
     assert!(none.contains("PROVIDER_WEBHOOK_SECRETS"), "{none}");
     assert!(refusal(&[("PROVIDER_WEBHOOK_SECRETS", " , ")]).contains("not set"));
     assert!(refusal(&[("PROVIDER_WEBHOOK_SECRETS", "short")]).contains("16"));
+}
+
+#[test]
+fn there_is_no_built_in_provider_api_key() {
+    assert!(refusal(&[("PROVIDER_API_KEY", "")]).contains("PROVIDER_API_KEY"));
+    assert!(refusal(&[("PROVIDER_API_KEY", "short")]).contains("16"));
+    // Stripe has keys of its own: the sandbox's is not asked for.
+    let stripe = [
+        ("PAYMENT_PROVIDER", "stripe"),
+        ("PROVIDER_API_KEY", ""),
+        ("STRIPE_SECRET_KEY", "sk_test_unit"),
+        ("STRIPE_PUBLISHABLE_KEY", "pk_test_unit"),
+        ("STRIPE_WEBHOOK_SECRETS", SECRET),
+    ];
+    assert!(config(&stripe).is_ok());
 }
 
 #[test]

@@ -95,6 +95,20 @@ pub fn client(timeout: Duration) -> reqwest::Client {
         .expect("HTTP client")
 }
 
+/// Like [`client`], every request carrying `Authorization: Bearer <key>` (marked
+/// sensitive, so it is never shown in a log of the request).
+pub fn client_with_key(timeout: Duration, key: &str) -> reqwest::Client {
+    let mut bearer = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
+        .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static("Bearer -"));
+    bearer.set_sensitive(true);
+    let headers = reqwest::header::HeaderMap::from_iter([(reqwest::header::AUTHORIZATION, bearer)]);
+    reqwest::Client::builder()
+        .timeout(timeout)
+        .default_headers(headers)
+        .build()
+        .expect("HTTP client")
+}
+
 /// The wait before try `try_no` (from 1): exponential backoff with full jitter.
 pub fn full_jitter(try_no: u32) -> Duration {
     let bound = (BASE_DELAY_MS * 2f64.powi(try_no as i32)).min(MAX_DELAY_MS);

@@ -202,6 +202,7 @@ impl Provider {
         match &config.payment_provider {
             crate::config::ProviderChoice::Sandbox => Self(Arc::new(sandbox::Sandbox::new(
                 &config.provider_url,
+                &config.provider_api_key,
                 config.provider_timeout,
                 config.webhook_secrets.clone(),
             ))),

@@ -45,10 +45,16 @@ struct SandboxPage {
 }
 
 impl Sandbox {
-    /// A client of the sandbox at `base_url`, taking callbacks signed with any of `secrets`.
-    pub fn new(base_url: &str, timeout: Duration, webhook_secrets: Vec<String>) -> Self {
+    /// A client of the sandbox at `base_url`, calling with the merchant's `api_key` and
+    /// taking callbacks signed with any of `webhook_secrets`.
+    pub fn new(
+        base_url: &str,
+        api_key: &str,
+        timeout: Duration,
+        webhook_secrets: Vec<String>,
+    ) -> Self {
         Self {
-            http: http::client(timeout),
+            http: http::client_with_key(timeout, api_key),
             base_url: base_url.trim_end_matches('/').to_owned(),
             webhook_secrets,
         }

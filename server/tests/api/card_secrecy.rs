@@ -85,6 +85,7 @@ impl ServerAtInfo {
             .env("LEPTOS_SITE_ADDR", base.trim_start_matches("http://"))
             .env("PROVIDER_URL", &provider.address)
             .env("PROVIDER_WEBHOOK_SECRETS", TEST_WEBHOOK_SECRET)
+            .env("PROVIDER_API_KEY", TEST_PROVIDER_API_KEY)
             .env("IDEMPOTENCY_FINGERPRINT_SECRETS", TEST_FINGERPRINT_SECRET)
             .env("OPERATOR_PASSWORD", "card-secrecy-operator")
             .env("EVENTS_POLL_MS", "100")

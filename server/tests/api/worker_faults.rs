@@ -23,6 +23,7 @@ fn consumer_process(app: &TestApp, pause_before_ack_ms: u64) -> Child {
         .args(["worker", "fulfillment"])
         .env("DATABASE_URL", &app.config.database_url)
         .env("PROVIDER_WEBHOOK_SECRETS", TEST_WEBHOOK_SECRET)
+        .env("PROVIDER_API_KEY", TEST_PROVIDER_API_KEY)
         .env("IDEMPOTENCY_FINGERPRINT_SECRETS", TEST_FINGERPRINT_SECRET)
         .env("ONCE_FAULT_INJECTION", "on")
         .env(

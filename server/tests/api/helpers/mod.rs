@@ -17,6 +17,9 @@ pub fn admin_url() -> String {
 /// The secret the tests' provider signs callbacks with, and the shop accepts.
 pub const TEST_WEBHOOK_SECRET: &str = "whsec_integration_tests";
 
+/// The merchant's key the tests' provider takes calls with, and the shop calls with.
+pub const TEST_PROVIDER_API_KEY: &str = "sk_sandbox_integration_tests";
+
 /// The secret the tests' servers key request fingerprints with.
 pub const TEST_FINGERPRINT_SECRET: &str = "fingerprints_of_integration_tests";
 
@@ -47,6 +50,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     let mut config = Config::from_vars(|name| match name {
         "PROVIDER_WEBHOOK_SECRETS" => Some(TEST_WEBHOOK_SECRET.to_owned()),
         "IDEMPOTENCY_FINGERPRINT_SECRETS" => Some(TEST_FINGERPRINT_SECRET.to_owned()),
+        "PROVIDER_API_KEY" => Some(TEST_PROVIDER_API_KEY.to_owned()),
         _ => std::env::var(name).ok(),
     })
     .expect("configuration");
@@ -66,6 +70,7 @@ pub async fn spawn_app_with(customize: impl FnOnce(&mut Config)) -> TestApp {
     config.limits.new_sessions_per_client_per_hour = 0;
     config.limits.pending_orders = 0;
     config.limits.pending_orders_per_client = 0;
+    config.limits.orders_per_client_per_hour = 0;
     config.limits.keys_per_hour = 0;
     config.limits.cart_adds_per_hour = 0;
     config.metrics_token = Some(TEST_METRICS_TOKEN.into());

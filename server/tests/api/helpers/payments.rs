@@ -50,6 +50,7 @@ pub async fn spawn_provider() -> TestProvider {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
         webhook_url: "http://127.0.0.1:9/not-yet".into(),
         webhook_secret: super::TEST_WEBHOOK_SECRET.into(),
+        api_key: super::TEST_PROVIDER_API_KEY.into(),
         chaos: Default::default(),
     };
     let provider_app = provider::startup::Application::build(config)
@@ -96,6 +97,7 @@ impl TestProvider {
     pub async fn charge(&self, reference: &str, card: &str, amount_cents: i64) -> String {
         let response = reqwest::Client::new()
             .post(format!("{}/v1/charges", self.address))
+            .bearer_auth(super::TEST_PROVIDER_API_KEY)
             .header("idempotency-key", format!("test-{reference}"))
             .json(&serde_json::json!({
                 "amount_cents": amount_cents, "currency": "EUR",
