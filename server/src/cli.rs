@@ -134,7 +134,7 @@ mod tests {
             let config = Config {
                 operator_password_hash: Some(hash),
                 ..Config::from_vars(|name| {
-                    name.ends_with("SECRETS")
+                    (name.ends_with("SECRETS") || name == "PROVIDER_API_KEY")
                         .then(|| "a-secret-long-enough".to_owned())
                 })
                 .unwrap()
