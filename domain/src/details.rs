@@ -185,15 +185,17 @@ impl Details {
 
 /// Text a person typed on one line: no control characters (a line break would let an
 /// address forge a header of the email that names it), no line or paragraph separators
-/// (U+2028, U+2029: a line break by another name), and no bidirectional controls (U+202E
-/// would show a label's text reversed, to the courier and to the operator).
+/// (U+2028, U+2029: a line break by another name), and no characters that change what the
+/// text shows without showing themselves: bidirectional controls (U+202E would show a
+/// label's text reversed, to the courier and to the operator) and tag characters (which
+/// carry text nobody sees).
 fn one_line(value: &str) -> Result<&str, String> {
     let value = value.trim();
     match value.chars().any(breaks_the_line) {
         true => Err("Use one line, without tabs or line breaks.".to_owned()),
-        false if value.chars().any(is_bidi_control) => {
-            Err("Remove the invisible direction marks from this text.".to_owned())
-        }
+        false if value.chars().any(hides_text) => Err(
+            "Remove the invisible characters (direction marks, tags) from this text.".to_owned(),
+        ),
         false => Ok(value),
     }
 }
@@ -202,28 +204,34 @@ fn breaks_the_line(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
-/// The characters that reorder how text is shown (Unicode's Bidi_Control property).
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+/// Unicode's Bidi_Control characters, and the tag characters.
+fn hides_text(c: char) -> bool {
+    matches!(c,
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+        | '\u{E0000}'..='\u{E007F}')
 }
 
-/// Whether a character shows nothing by itself: white space, and the format and filler
-/// characters a renderer draws as nothing (zero-width spaces and joiners, the word joiner,
-/// the byte order mark, the soft hyphen, variation selectors, Hangul fillers, tags). They
-/// may sit inside a name (a joiner in an emoji, a non-joiner in a Persian name), but a name
-/// made of them alone is no name.
+/// Whether a character shows nothing by itself: white space, Unicode's
+/// Default_Ignorable_Code_Point set (zero-width spaces and joiners, the word joiner, the
+/// byte order mark, the soft hyphen, variation selectors, Hangul fillers, …), and the blank
+/// Braille pattern. They may sit inside a name (a joiner in an emoji, a non-joiner in a
+/// Persian name), but never make one.
 fn is_invisible(c: char) -> bool {
     c.is_whitespace()
         || matches!(c,
-            '\u{00AD}' | '\u{034F}' | '\u{115F}' | '\u{1160}' | '\u{180E}'
-            | '\u{200B}'..='\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{3164}'
-            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
-            | '\u{E0000}'..='\u{E007F}' | '\u{E0100}'..='\u{E01EF}')
+            '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}'
+            | '\u{17B4}' | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{2800}' | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}' | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}' | '\u{1D173}'..='\u{1D17A}' | '\u{E0000}'..='\u{E0FFF}')
 }
 
-/// Whether the text shows at least one character.
+/// Whether the text shows a letter or a digit: a name, a street or a city has one; a text of
+/// invisible characters, of combining marks alone or of blanks has none.
 fn visible(value: &str) -> bool {
-    !value.chars().all(is_invisible)
+    value
+        .chars()
+        .any(|c| c.is_alphanumeric() && !is_invisible(c))
 }
 
 fn within(value: &str, max: usize) -> Result<String, String> {
@@ -399,7 +407,7 @@ mod tests {
         let mut d = draft();
         d.shipping_address.name = "\u{200B}\u{200D}\u{FEFF}\u{2060}".to_owned();
         d.shipping_address.line2 = "\u{00AD}\u{3164}".to_owned();
-        d.shipping_address.city = "\u{200C}\u{E0041}".to_owned();
+        d.shipping_address.city = "\u{200C}\u{2800}\u{0300}\u{1D173}".to_owned();
         assert_eq!(
             fields(&d),
             [
@@ -408,6 +416,10 @@ mod tests {
                 "shipping_address.city"
             ]
         );
+        // Tag characters carry text nobody sees, even beside text that shows.
+        let mut d = draft();
+        d.shipping_address.name = "Ada\u{E0041}\u{E0042}".to_owned();
+        assert_eq!(fields(&d), ["shipping_address.name"]);
         // Joiners inside a name that shows are the name's own (a Persian name, an emoji).
         let mut d = draft();
         d.shipping_address.name = "Mehr\u{200C}dad \u{1F469}\u{200D}\u{1F52C}".to_owned();

@@ -58,9 +58,9 @@ fn webhook_secret() -> anyhow::Result<String> {
 fn api_key() -> anyhow::Result<String> {
     let key = std::env::var("PROVIDER_API_KEY").unwrap_or_default();
     anyhow::ensure!(
-        key.len() >= 16,
-        "PROVIDER_API_KEY must be set to a random key of at least 16 characters, shared with \
-         the shop (scripts/run generates one)"
+        key.len() >= 16 && key.bytes().all(|b| b.is_ascii_graphic()),
+        "PROVIDER_API_KEY must be set to a random key of at least 16 printable ASCII \
+         characters without spaces, shared with the shop (scripts/run generates one)"
     );
     Ok(key)
 }

@@ -20,7 +20,8 @@
 //! writes its whole request before reading (a body past `MAX_BODY_BYTES`, headers past
 //! `MAX_HEADER_BYTES`) then reads its 413 or 431 instead of a reset, which a close with
 //! unread bytes would send. A connection closed for being slow or silent (the header
-//! timeout) is not drained: nothing waits for an answer there.
+//! timeout, the request timeout's 408) is not drained: nothing waits for an answer there,
+//! and a slow client costs what it did. Once the server is stopping, the drain is brief.
 //!
 //! A peer is taken in its canonical form from the start: an IPv4 client of a dual-stack
 //! listener (`::ffff:a.b.c.d`) is that IPv4 client for every limit (`crate::client_addr`).
@@ -29,11 +30,14 @@ use std::{
     collections::HashMap,
     future::Future,
     net::{IpAddr, SocketAddr},
-    sync::Arc,
+    sync::{
+        atomic::{AtomicU16, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
-use axum::{extract::ConnectInfo, Router};
+use axum::{extract::ConnectInfo, http::StatusCode, Router};
 use hyper::{body::Incoming, server::conn::http1};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::{
@@ -131,7 +135,7 @@ pub async fn serve(
         let (limits, stopping) = (limits.clone(), stopping.clone());
         tokio::spawn(async move {
             let _held = (permit, place);
-            serve_one(stream, Unpinned(service), &limits, stopping).await;
+            serve_one(stream, service, &limits, stopping).await;
         });
     }
     drop(listener);
@@ -150,7 +154,7 @@ pub async fn serve(
 /// drained first unless it ended for being slow (see the module's documentation).
 async fn serve_one<S>(
     stream: TcpStream,
-    service: Unpinned<S>,
+    service: S,
     limits: &ConnectionLimits,
     stopping: CancellationToken,
 ) where
@@ -167,6 +171,8 @@ async fn serve_one<S>(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(limits.max_header_bytes);
+    let service = Watched::new(service);
+    let last_status = service.last_status.clone();
     let mut connection = builder.serve_connection(TokioIo::new(stream), service);
     let served = tokio::select! {
         ended = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx)) => Ok(ended),
@@ -174,7 +180,7 @@ async fn serve_one<S>(
         () = stopping.cancelled() => Err(DRAIN_WITHIN),
     };
     let grace = match served {
-        Ok(ended) => return close(connection.into_parts().io.into_inner(), ended).await,
+        Ok(ended) => return close(connection, ended, &last_status, &stopping).await,
         Err(grace) => grace,
     };
     // Close after the request in flight; a client that does not read its answer is
@@ -182,16 +188,53 @@ async fn serve_one<S>(
     std::pin::Pin::new(&mut connection).graceful_shutdown();
     let finished = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx));
     if let Ok(ended) = tokio::time::timeout(grace, finished).await {
-        close(connection.into_parts().io.into_inner(), ended).await;
+        close(connection, ended, &last_status, &stopping).await;
     }
 }
 
-/// Closes a connection hyper is done with: drained first, unless it ended on a timeout.
-async fn close(stream: TcpStream, ended: Result<(), hyper::Error>) {
-    let timed_out = ended.as_ref().is_err_and(hyper::Error::is_timeout);
+/// Closes a connection hyper is done with, drained first for as long as [`drain_for`] says.
+async fn close<S>(
+    connection: http1::Connection<TokioIo<TcpStream>, Watched<S>>,
+    ended: Result<(), hyper::Error>,
+    last_status: &AtomicU16,
+    stopping: &CancellationToken,
+) where
+    S: tower::Service<axum::http::Request<Incoming>, Response = axum::response::Response>
+        + Clone
+        + Send
+        + Unpin
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let within = drain_for(
+        &ended,
+        last_status.load(Ordering::Relaxed),
+        stopping.is_cancelled(),
+    );
     log_end(ended);
-    if !timed_out {
-        drain_and_close(stream, LINGER_FOR, LINGER_BYTES).await;
+    let stream = connection.into_parts().io.into_inner();
+    match within {
+        Some(within) => drain_and_close(stream, within, LINGER_BYTES).await,
+        None => drop(stream),
+    }
+}
+
+/// How long a connection hyper is done with is drained before it is closed: not at all
+/// when it ended for being slow (hyper's header timeout, or the request timeout's 408),
+/// since nothing there waits for an answer and a slow client must cost no more; briefly
+/// once the server is stopping; else [`LINGER_FOR`].
+fn drain_for(
+    ended: &Result<(), hyper::Error>,
+    last_status: u16,
+    stopping: bool,
+) -> Option<Duration> {
+    let slow = ended.as_ref().is_err_and(hyper::Error::is_timeout)
+        || last_status == StatusCode::REQUEST_TIMEOUT.as_u16();
+    match (slow, stopping) {
+        (true, _) => None,
+        (false, true) => Some(SHED_LINGER),
+        (false, false) => Some(LINGER_FOR),
     }
 }
 
@@ -214,11 +257,24 @@ async fn drain_and_close(mut stream: TcpStream, within: Duration, most: usize) {
     .await;
 }
 
-/// A tower service as hyper's, with a boxed future: hyper hands the connection's socket
-/// back (`poll_without_shutdown`, for the drain) only for services and futures that are
+/// A tower service as hyper's, keeping the status of the connection's last answer (the
+/// drain depends on it) and boxing its future: hyper hands the connection's socket back
+/// (`poll_without_shutdown`, for the drain) only for services and futures that are
 /// `Unpin`, which the router's are not known to be.
 #[derive(Clone)]
-struct Unpinned<S>(S);
+struct Watched<S> {
+    service: S,
+    last_status: Arc<AtomicU16>,
+}
+
+impl<S> Watched<S> {
+    fn new(service: S) -> Self {
+        Self {
+            service,
+            last_status: Arc::new(AtomicU16::new(0)),
+        }
+    }
+}
 
 type BoxedAnswer = std::pin::Pin<
     Box<
@@ -228,7 +284,7 @@ type BoxedAnswer = std::pin::Pin<
     >,
 >;
 
-impl<S> hyper::service::Service<axum::http::Request<Incoming>> for Unpinned<S>
+impl<S> hyper::service::Service<axum::http::Request<Incoming>> for Watched<S>
 where
     S: tower::Service<axum::http::Request<Incoming>, Response = axum::response::Response>
         + Clone
@@ -242,8 +298,12 @@ where
     type Future = BoxedAnswer;
 
     fn call(&self, request: axum::http::Request<Incoming>) -> Self::Future {
-        let service = self.0.clone();
-        Box::pin(async move { service.oneshot(request).await.map_err(Into::into) })
+        let (service, last_status) = (self.service.clone(), self.last_status.clone());
+        Box::pin(async move {
+            let answer = service.oneshot(request).await.map_err(Into::into)?;
+            last_status.store(answer.status().as_u16(), Ordering::Relaxed);
+            Ok(answer)
+        })
     }
 }
 
@@ -357,6 +417,14 @@ mod tests {
             "the same client"
         );
         assert!(open.admit(peer("::ffff:192.0.2.2"), &limits).is_some());
+    }
+
+    #[test]
+    fn a_slow_client_is_not_drained_and_a_stopping_server_drains_briefly() {
+        assert_eq!(drain_for(&Ok(()), 408, false), None);
+        assert_eq!(drain_for(&Ok(()), 413, false), Some(LINGER_FOR));
+        assert_eq!(drain_for(&Ok(()), 0, false), Some(LINGER_FOR));
+        assert_eq!(drain_for(&Ok(()), 413, true), Some(SHED_LINGER));
     }
 
     #[test]

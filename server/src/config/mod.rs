@@ -409,6 +409,11 @@ impl Config {
                 "PROVIDER_API_KEY is not set (or shorter than 16 characters): the sandbox \
                  provider takes calls with its merchant's key only (scripts/run generates one)"
             );
+            anyhow::ensure!(
+                self.provider_api_key.bytes().all(|b| b.is_ascii_graphic()),
+                "PROVIDER_API_KEY must be printable ASCII without spaces (it is sent in a \
+                 header; a stray line ending from an env file would make every call a 401)"
+            );
         }
         self.validate_console()
     }

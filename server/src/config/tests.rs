@@ -42,6 +42,8 @@ fn there_is_no_built_in_webhook_secret() {
 fn there_is_no_built_in_provider_api_key() {
     assert!(refusal(&[("PROVIDER_API_KEY", "")]).contains("PROVIDER_API_KEY"));
     assert!(refusal(&[("PROVIDER_API_KEY", "short")]).contains("16"));
+    let line_ending = refusal(&[("PROVIDER_API_KEY", "sk_sandbox_0123456789\r")]);
+    assert!(line_ending.contains("printable ASCII"), "{line_ending}");
     // Stripe has keys of its own: the sandbox's is not asked for.
     let stripe = [
         ("PAYMENT_PROVIDER", "stripe"),

@@ -53,9 +53,9 @@ pub enum Outcome {
     NotPaid,
     /// A fulfillment already exists for the order (an earlier event left it backordered).
     AlreadyFulfilled,
-    /// The reconciler found the order's charge is for another amount than the order
-    /// (`reconcile`, an open `amount_mismatch`): nothing shipped until an operator resolves
-    /// the finding, which announces the order paid again.
+    /// The reconciler found the order's charge is for another amount than the order, or
+    /// unknown to the provider (`reconcile::Kind::HOLDING`, an open finding): nothing shipped
+    /// until an operator resolves the finding, which announces the order paid again.
     Held,
 }
 
@@ -220,15 +220,17 @@ async fn lock_orders(
 }
 
 /// The orders held by the reconciler: paid by a charge the provider lists for another
-/// amount, with that finding still open (`reconcile`, docs/design.md, "Reconciliation").
+/// amount or does not know, with that finding still open (`reconcile::Kind::HOLDING`,
+/// docs/design.md, "Reconciliation").
 async fn held_orders(tx: &mut PgConnection, orders: &[Uuid]) -> Result<HashSet<Uuid>, sqlx::Error> {
     let held = sqlx::query_scalar!(
         "SELECT p.order_id FROM payments p
            JOIN reconcile_findings f
              ON f.payment_id = p.id AND f.provider_charge_id = p.provider_charge_id
           WHERE p.order_id = ANY($1) AND p.status = 'succeeded'
-            AND f.kind = 'amount_mismatch' AND f.status = 'open'",
-        orders
+            AND f.kind = ANY($2) AND f.status = 'open'",
+        orders,
+        &crate::reconcile::Kind::HOLDING.map(str::to_owned)[..],
     )
     .fetch_all(tx)
     .await?;

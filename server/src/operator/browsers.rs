@@ -8,9 +8,11 @@
 //!
 //! A browser the operator never used gets in the same way through a link that someone who
 //! can run commands on the server makes (`server operator-browser`, [`enrol`]): the first
-//! browser that opens it, within [`LINK_MINUTES`], gets a secret of its own in place of the
-//! link's ([`from_link`]); the password is still needed. A leaked link lets in one browser
-//! at most, and never a second one beside the operator's.
+//! browser that takes it (a press of the button its page shows, within [`LINK_MINUTES`];
+//! fetching the page takes nothing, so a link preview cannot use it up) gets a secret of
+//! its own in place of the link's ([`from_link`]); the password is still needed. The link's
+//! own secret is no browser's, so a leaked link lets in one browser at most, and never a
+//! second one beside the operator's.
 
 use axum::http::{HeaderMap, HeaderValue};
 use sha2::{Digest, Sha256};
@@ -70,7 +72,8 @@ pub async fn known(
     let known = sqlx::query_scalar!(
         "SELECT secret_sha256 FROM operator_browsers
           WHERE secret_sha256 = $1 AND last_login_at > now() - make_interval(days => $2)
-            AND (unused_until IS NULL OR unused_until > now())",
+            AND (unused_until IS NULL OR unused_until > now())
+            AND secret_sha256 IS DISTINCT FROM link_sha256",
         digest(config, secret),
         KEPT_DAYS
     )
@@ -98,7 +101,8 @@ pub async fn remember(
     let renewed = match browser {
         Some(browser) => sqlx::query!(
             "UPDATE operator_browsers
-                SET secret_sha256 = $2, last_login_at = now(), unused_until = NULL
+                SET secret_sha256 = $2, last_login_at = now(), unused_until = NULL,
+                    link_sha256 = NULL
               WHERE secret_sha256 = $1",
             browser.secret_sha256,
             new
@@ -150,15 +154,15 @@ fn cookie(config: &Config, secret: &str) -> HeaderValue {
     HeaderValue::from_str(&cookie).expect("a secret is alphanumeric")
 }
 
-/// For `server operator-browser`: a new browser's secret, known unused for
-/// [`LINK_MINUTES`], for the link `/operator/login?browser=<secret>` that hands it to the
-/// browser that opens it. Counts among the [`MOST_BROWSERS`].
+/// For `server operator-browser`: a link's secret, waiting for [`LINK_MINUTES`], for the
+/// link `/operator/login?browser=<secret>` that lets in the browser that takes it
+/// ([`from_link`]). Counts among the [`MOST_BROWSERS`].
 pub async fn enrol(db: &PgPool, config: &Config) -> Result<String, sqlx::Error> {
     let secret = random_secret(SECRET_LEN);
     let mut tx = db.begin().await?;
     sqlx::query!(
-        "INSERT INTO operator_browsers (secret_sha256, unused_until)
-         VALUES ($1, now() + make_interval(mins => $2))",
+        "INSERT INTO operator_browsers (secret_sha256, link_sha256, unused_until)
+         VALUES ($1, $1, now() + make_interval(mins => $2))",
         digest(config, &secret),
         LINK_MINUTES
     )
@@ -169,13 +173,50 @@ pub async fn enrol(db: &PgPool, config: &Config) -> Result<String, sqlx::Error> 
     Ok(secret)
 }
 
-/// The `Set-Cookie` that lets in the one browser that opens a link from [`enrol`], while
-/// the link works and nobody opened it: the browser gets a secret of its own, which takes
-/// the link's place in one statement, so the link's secret is worth nothing from then on.
-/// A second browser opening the same link (the link leaked, or was opened twice) gets
-/// nothing, and cannot spend the guesses of the browser the link let in. `None` for any
-/// other text, so that a link made up by another site cannot replace the secret a browser
-/// holds.
+/// What became of a link from [`enrol`], as its page tells it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Link {
+    /// Nobody took it yet, and it works.
+    Waiting,
+    /// The browser that sent the request took it already.
+    TakenHere,
+    /// Taken by another browser, past its time, made under another password, or no link.
+    Gone,
+}
+
+/// What became of the link `secret`, for the browser that sent `headers`. Reads only.
+pub async fn link_state(
+    db: &PgPool,
+    config: &Config,
+    headers: &HeaderMap,
+    secret: &str,
+) -> Result<Link, sqlx::Error> {
+    if secret.len() != SECRET_LEN {
+        return Ok(Link::Gone);
+    }
+    let link = digest(config, secret);
+    let held = secret_in(headers).map(|own| digest(config, own));
+    let row = sqlx::query!(
+        r#"SELECT secret_sha256 = link_sha256 AS "waiting!", secret_sha256 = $2 AS "here!"
+             FROM operator_browsers
+            WHERE link_sha256 = $1 AND unused_until > now()"#,
+        link,
+        held.unwrap_or_default(),
+    )
+    .fetch_optional(db)
+    .await?;
+    Ok(match row {
+        Some(row) if row.waiting => Link::Waiting,
+        Some(row) if row.here => Link::TakenHere,
+        _ => Link::Gone,
+    })
+}
+
+/// The `Set-Cookie` that lets in the one browser that takes a link from [`enrol`], while the
+/// link works and nobody took it: the browser gets a secret of its own, which takes the
+/// link's place in one statement, so the link's secret is worth nothing from then on. A
+/// second browser taking the same link (it leaked, or was taken twice) gets nothing, and
+/// cannot spend the guesses of the browser the link let in. `None` for any other text.
 pub async fn from_link(
     db: &PgPool,
     config: &Config,
@@ -184,11 +225,12 @@ pub async fn from_link(
     if secret.len() != SECRET_LEN {
         return Ok(None);
     }
+    let link = digest(config, secret);
     let own = random_secret(SECRET_LEN);
     let taken = sqlx::query!(
         "UPDATE operator_browsers SET secret_sha256 = $2
-          WHERE secret_sha256 = $1 AND unused_until > now()",
-        digest(config, secret),
+          WHERE link_sha256 = $1 AND secret_sha256 = $1 AND unused_until > now()",
+        link,
         digest(config, &own)
     )
     .execute(db)

@@ -15,7 +15,7 @@ use tower_sessions::Session;
 
 use super::{
     auth::{self, Operator},
-    browsers::{self, Browser},
+    browsers::{self, Browser, Link},
     chrome::Chrome,
     login_token,
     pages::{forbidden, render, CsrfForm},
@@ -42,9 +42,9 @@ pub struct LinkQuery {
 }
 
 /// The login form; its token is kept in a cookie, so looking at it stores nothing. Opened
-/// through a link from `server operator-browser`, it first lets this browser in (a secret
-/// of its own, which uses the link up), then sends it to the plain form, so the link leaves
-/// the address bar at once.
+/// through a link from `server operator-browser`, it shows the link's button instead
+/// ([`take_link`]): fetching the page takes nothing, so a link preview or a prefetch cannot
+/// use the link up.
 pub async fn login_page(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -53,27 +53,64 @@ pub async fn login_page(
     let Some(secret) = link.browser else {
         return login_form(&state, &headers, None);
     };
-    match browsers::from_link(&state.db, &state.config, &secret).await {
+    match browsers::link_state(&state.db, &state.config, &headers, &secret).await {
+        Ok(Link::Waiting) => link_page(&state, &headers, secret),
+        // Opened again by the browser it let in (a reload): nothing to say.
+        Ok(Link::TakenHere) => Redirect::to("/operator/login").into_response(),
+        Ok(Link::Gone) => login_form(&state, &headers, Some(LINK_GONE.into())),
+        Err(e) => ApiError::from(e).into_response(),
+    }
+}
+
+const LINK_GONE: &str = "That link lets no browser in: another browser took it (a link lets \
+                         in one browser only; if that was not you, someone else has it), it \
+                         is older than 15 minutes, or it was made under another password. \
+                         `server operator-browser` makes a new one.";
+
+#[derive(Template)]
+#[template(path = "operator/link.html")]
+struct LinkPage {
+    chrome: Chrome,
+    link: String,
+}
+
+/// The link's page: one button that takes it for this browser.
+fn link_page(state: &AppState, headers: &HeaderMap, link: String) -> Response {
+    let (csrf, cookie) = login_token::issue(headers, state.config.served_over_https);
+    let page = LinkPage {
+        chrome: Chrome::visitor(&state.site, csrf, None),
+        link,
+    };
+    ([(header::SET_COOKIE, cookie)], render(page)).into_response()
+}
+
+#[derive(Deserialize)]
+pub struct TakeLinkForm {
+    csrf: String,
+    browser: String,
+}
+
+/// The link's button: this browser takes the link (a secret of its own, which uses the link
+/// up) and is sent to the plain form, so the link leaves the address bar.
+pub async fn take_link(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Form(form): Form<TakeLinkForm>,
+) -> Response {
+    if !login_token::matches(&headers, &form.csrf) {
+        if !crate::refusals::wants_page(&headers) {
+            return ApiError::CrossSite.into_response();
+        }
+        let notice = "That page had expired: please open the link again.";
+        let form = login_form(&state, &headers, Some(notice.into()));
+        return (StatusCode::FORBIDDEN, form).into_response();
+    }
+    match browsers::from_link(&state.db, &state.config, &form.browser).await {
         Ok(Some(cookie)) => {
             let to_form = Redirect::to("/operator/login");
             ([(header::SET_COOKIE, cookie)], to_form).into_response()
         }
-        // Opened again by the browser it let in (a reload): nothing to say.
-        Ok(None)
-            if matches!(
-                browsers::known(&state.db, &state.config, &headers).await,
-                Ok(Some(_))
-            ) =>
-        {
-            Redirect::to("/operator/login").into_response()
-        }
-        Ok(None) => {
-            let notice = "That link lets no browser in: it was opened before (a link lets \
-                          in one browser only; if that was not you, someone else has it), \
-                          it is older than 15 minutes, or it was made under another \
-                          password. `server operator-browser` makes a new one.";
-            login_form(&state, &headers, Some(notice.into()))
-        }
+        Ok(None) => login_form(&state, &headers, Some(LINK_GONE.into())),
         Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -35,6 +35,7 @@ pub use browsers::{
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/operator/login", get(login::login_page).post(login::login))
+        .route("/operator/login/link", post(login::take_link))
         .route("/operator/logout", post(login::logout))
         .route("/operator", get(overview::overview))
         .route("/operator/search", get(journal::search))

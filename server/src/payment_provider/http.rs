@@ -98,6 +98,8 @@ pub fn client(timeout: Duration) -> reqwest::Client {
 /// Like [`client`], every request carrying `Authorization: Bearer <key>` (marked
 /// sensitive, so it is never shown in a log of the request).
 pub fn client_with_key(timeout: Duration, key: &str) -> reqwest::Client {
+    // A key a header cannot carry is refused at start (`Config::validate`); were one to come
+    // here anyway, the provider answers 401 and the calls fail loudly.
     let mut bearer = reqwest::header::HeaderValue::from_str(&format!("Bearer {key}"))
         .unwrap_or_else(|_| reqwest::header::HeaderValue::from_static("Bearer -"));
     bearer.set_sensitive(true);

@@ -25,8 +25,10 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// [`Kind::AmountMismatch`]'s name, as stored.
-    const AMOUNT_MISMATCH: &'static str = "amount_mismatch";
+    /// The kinds that hold the order a success of ours paid, while open (`hold`): the
+    /// provider lists its charge for another amount, or does not know it. Fulfillment reads
+    /// the same list (`fulfillment::held_orders`).
+    pub const HOLDING: [&'static str; 2] = ["amount_mismatch", "unknown_to_provider"];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -34,7 +36,7 @@ impl Kind {
             Self::DoubleCharge => "double_charge",
             Self::RefundDue => "refund_due",
             Self::StrandedPending => "stranded_pending",
-            Self::AmountMismatch => Self::AMOUNT_MISMATCH,
+            Self::AmountMismatch => "amount_mismatch",
             Self::UnknownReference => "unknown_reference",
             Self::UnknownToProvider => "unknown_to_provider",
         }
@@ -111,11 +113,22 @@ pub async fn list(db: &PgPool) -> Result<Vec<FindingRow>, sqlx::Error> {
     .await
 }
 
-/// An operator marks an open finding resolved. An order the finding held (the reconciler's
-/// `hold`) is released in the same transaction: announced paid again, so fulfillment ships
-/// it now (its first `order.paid` was consumed as `held`).
+/// An operator marks an open finding resolved. An order the finding held (`hold`) is
+/// released in the same transaction: announced paid again, so fulfillment ships it now (its
+/// first `order.paid` was consumed as `held`).
 pub async fn resolve(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
     let mut tx = db.begin().await?;
+    // The order first, as the hold takes it before recording its finding: the two never
+    // wait for each other in a cycle.
+    sqlx::query!(
+        "SELECT o.id FROM orders o
+           JOIN payments p ON p.order_id = o.id
+           JOIN reconcile_findings f ON f.payment_id = p.id
+          WHERE f.id = $1 FOR NO KEY UPDATE OF o",
+        id,
+    )
+    .fetch_optional(&mut *tx)
+    .await?;
     let resolved = sqlx::query!(
         "UPDATE reconcile_findings SET status = 'resolved', resolved_at = now()
           WHERE id = $1 AND status = 'open' RETURNING kind, payment_id, provider_charge_id",
@@ -126,8 +139,8 @@ pub async fn resolve(db: &PgPool, id: Uuid) -> Result<bool, sqlx::Error> {
     let Some(finding) = resolved else {
         return Ok(false);
     };
-    if let (Kind::AMOUNT_MISMATCH, Some(payment_id), Some(charge_id)) = (
-        finding.kind.as_str(),
+    if let (true, Some(payment_id), Some(charge_id)) = (
+        Kind::HOLDING.contains(&finding.kind.as_str()),
         finding.payment_id,
         finding.provider_charge_id,
     ) {
@@ -167,4 +180,20 @@ async fn release_held_order(
     });
     once_events::outbox::record(tx, "order", order_id, "order.paid", payload).await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holding_kinds_are_named_as_stored() {
+        assert_eq!(
+            Kind::HOLDING,
+            [
+                Kind::AmountMismatch.as_str(),
+                Kind::UnknownToProvider.as_str()
+            ]
+        );
+    }
 }

@@ -66,7 +66,8 @@ impl Reconciler {
             let paid_by_it = ours.status == "succeeded"
                 && ours.provider_charge_id.as_deref() == Some(charge.id.as_str());
             if paid_by_it {
-                return self.hold(run_id, payment_id, charge, detail).await;
+                let finding = about(charge, Kind::AmountMismatch, Some(payment_id), detail);
+                return Ok(self.hold(run_id, payment_id, finding).await?);
             }
             return self
                 .flag(
@@ -226,38 +227,6 @@ impl Reconciler {
             Some((run_id, finding)),
         )
         .await
-    }
-
-    /// A success of ours whose charge the provider lists for another amount: the order was
-    /// paid on money it did not get. Flagged, and the order held (docs/design.md,
-    /// "Reconciliation"): fulfillment does not ship an order while such a finding is open
-    /// (`fulfillment::held_orders`). The order's row is locked while the finding is
-    /// recorded, so a fulfillment either shipped before (and the finding says so) or sees it.
-    async fn hold(
-        &self,
-        run_id: Uuid,
-        payment_id: Uuid,
-        charge: &Charge,
-        detail: String,
-    ) -> Result<bool, ApiError> {
-        let mut tx = self.db.begin().await?;
-        let order_status = sqlx::query_scalar!(
-            "SELECT status FROM orders WHERE id = (SELECT order_id FROM payments WHERE id = $1)
-                FOR NO KEY UPDATE",
-            payment_id,
-        )
-        .fetch_one(&mut *tx)
-        .await?;
-        let detail = match order_status.as_str() {
-            "paid" => format!(
-                "{detail}: the order is paid by this charge and held; it ships once this finding is resolved"
-            ),
-            _ => format!("{detail}: the order is paid by this charge and was {order_status} before this was found"),
-        };
-        let finding = about(charge, Kind::AmountMismatch, Some(payment_id), detail);
-        let new = findings::record(&mut *tx, run_id, finding).await?;
-        tx.commit().await?;
-        Ok(new)
     }
 
     async fn flag(

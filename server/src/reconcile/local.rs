@@ -116,7 +116,7 @@ impl Reconciler {
     }
 
     /// Successes of ours, settled since `since`, whose charge the provider does not know:
-    /// flagged, never repaired.
+    /// flagged, never repaired, and their orders held (`hold`).
     pub(super) async fn check_our_successes(
         &self,
         run_id: Uuid,
@@ -148,7 +148,7 @@ impl Reconciler {
                 charge_id: Some(&charge_id),
                 detail,
             };
-            if findings::record(&self.db, run_id, finding).await? {
+            if self.hold(run_id, payment_id, finding).await? {
                 found += 1;
             }
         }

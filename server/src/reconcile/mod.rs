@@ -12,6 +12,7 @@
 
 mod failure;
 mod findings;
+mod hold;
 mod ledger;
 mod local;
 mod refund;

@@ -334,7 +334,10 @@ async fn a_link_made_on_the_server_lets_a_new_browser_in_through_the_global_lock
     let secret = server::operator::enrol_browser(&app.db, &app.config)
         .await
         .unwrap();
-    let opened = operator.get(link(&secret)).send().await.unwrap();
+    let page = operator.get(link(&secret)).send().await.unwrap();
+    assert_eq!(hands_out(&page), None, "fetching the page takes nothing");
+    assert!(page.text().await.unwrap().contains("Let this browser in"));
+    let opened = take_link(&app, &operator, &secret).await;
     assert_eq!(opened.status(), 303);
     assert_eq!(
         opened.headers()["location"],
@@ -384,12 +387,13 @@ async fn a_link_made_on_the_server_lets_a_new_browser_in_through_the_global_lock
     );
 }
 
-/// A link that leaked lets in one browser only. Opened by the operator first, a second
-/// browser from another address gets nothing, the link's own secret set as a cookie by
-/// hand is no browser, and its guesses are its address's: they lock that address out,
-/// never the operator's browser. Opened by someone else first, the operator is told the
-/// link was opened before. (Seen red when the link handed out its own secret: the second
-/// browser got the same cookie and its guesses locked the operator out.)
+/// A link that leaked lets in one browser only. Before anyone takes it, its secret set as a
+/// cookie by hand is no browser; fetching its page (a link preview) takes nothing. Taken
+/// by the operator, a second browser from another address gets nothing, and its guesses
+/// are its address's: they lock that address out, never the operator's browser. Taken by
+/// someone else first, the operator is told so. (Seen red when the link handed out its own
+/// secret: the second browser got the same cookie and its guesses counted under the
+/// operator's browser.)
 #[tokio::test]
 async fn a_leaked_link_lets_in_one_browser_and_its_guesses_never_lock_the_operator_out() {
     let app = spawn_guarded(limits(2, 100, Duration::from_secs(60))).await;
@@ -397,16 +401,25 @@ async fn a_leaked_link_lets_in_one_browser_and_its_guesses_never_lock_the_operat
         .await
         .unwrap();
     let link = app.url(&format!("/operator/login?browser={secret}"));
+    let thief = shopper_from([127, 0, 0, 5]);
+    let forged = format!("once_operator_browser={secret}");
+    let early = login_with_cookie_from(&app, &thief, &forged, "a-wrong-guess").await;
+    assert_eq!(early.status(), 401);
+    let preview = reqwest::Client::new().get(&link).send().await.unwrap();
+    assert_eq!(hands_out(&preview), None, "a preview takes nothing");
+
     let operator = shopper();
-    assert!(hands_out(&operator.get(&link).send().await.unwrap()).is_some());
+    assert!(hands_out(&take_link(&app, &operator, &secret).await).is_some());
     let reload = operator.get(&link).send().await.unwrap();
     assert_eq!((reload.status().as_u16(), hands_out(&reload)), (303, None));
 
-    let thief = shopper_from([127, 0, 0, 5]);
-    let second = thief.get(&link).send().await.unwrap();
+    let second = take_link(&app, &thief, &secret).await;
     assert_eq!(hands_out(&second), None, "one browser only");
-    assert!(second.text().await.unwrap().contains("opened before"));
-    let forged = format!("once_operator_browser={secret}");
+    assert!(second
+        .text()
+        .await
+        .unwrap()
+        .contains("another browser took it"));
     for _ in 0..4 {
         let guess = login_with_cookie_from(&app, &thief, &forged, "a-wrong-guess").await;
         assert!(matches!(guess.status().as_u16(), 401 | 429));
@@ -424,11 +437,30 @@ async fn a_leaked_link_lets_in_one_browser_and_its_guesses_never_lock_the_operat
     let taken = server::operator::enrol_browser(&app.db, &app.config)
         .await
         .unwrap();
-    let link = app.url(&format!("/operator/login?browser={taken}"));
-    assert!(hands_out(&thief.get(&link).send().await.unwrap()).is_some());
-    let late = shopper().get(&link).send().await.unwrap();
+    assert!(hands_out(&take_link(&app, &thief, &taken).await).is_some());
+    let late = shopper()
+        .get(app.url(&format!("/operator/login?browser={taken}")))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(hands_out(&late), None);
     assert!(late.text().await.unwrap().contains("someone else has it"));
+}
+
+/// Opens the link of `secret` in `client` and presses its button; the answer to the press.
+async fn take_link(app: &TestApp, client: &reqwest::Client, secret: &str) -> reqwest::Response {
+    let page = client
+        .get(app.url(&format!("/operator/login?browser={secret}")))
+        .send()
+        .await
+        .unwrap();
+    let csrf = crate::operator::csrf_in(&page.text().await.unwrap());
+    client
+        .post(app.url("/operator/login/link"))
+        .form(&[("csrf", csrf.as_str()), ("browser", secret)])
+        .send()
+        .await
+        .unwrap()
 }
 
 /// A login from `client` with `cookie` added to the login form's and `password`.
@@ -482,13 +514,12 @@ async fn browsers_are_bounded_and_forgotten_with_the_password() {
         secrets.push(browser_cookie(&answer));
     }
     assert_eq!(app.count("operator_browsers").await, 10);
-    // With ten browsers known, a link made on the server is still the newest, and opening
-    // it hands its secret out (seen red when unused links went first: it was gone at once).
+    // With ten browsers known, a link made on the server is still the newest, and taking it
+    // lets a browser in (seen red when unused links went first: it was gone at once).
     let secret = server::operator::enrol_browser(&app.db, &app.config)
         .await
         .unwrap();
-    let link = app.url(&format!("/operator/login?browser={secret}"));
-    let opened = shopper().get(link).send().await.unwrap();
+    let opened = take_link(&app, &shopper(), &secret).await;
     assert!(hands_out(&opened).is_some());
     assert_eq!(app.count("operator_browsers").await, 10);
 

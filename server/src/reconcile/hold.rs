@@ -1,0 +1,50 @@
+//! Holding an order paid on money the provider did not take (docs/design.md,
+//! "Reconciliation"): a success of ours whose charge the provider lists for another amount
+//! (`amount_mismatch`) or does not know at all (`unknown_to_provider`). The finding is the
+//! hold: fulfillment ships no order whose payment has one open (`fulfillment::held_orders`),
+//! and an operator resolving it releases the order (`findings::resolve`).
+//!
+//! Both sides take the order's row lock first: the hold records its finding under it, and
+//! fulfillment reads the findings after locking its orders. So a fulfillment either shipped
+//! before the finding (which then says so) or sees it; and resolving takes the order first
+//! too, so a hold and a release never wait for each other in a cycle.
+
+use uuid::Uuid;
+
+use super::{
+    findings::{self, Finding},
+    Reconciler,
+};
+
+impl Reconciler {
+    /// Records `finding` about the success of `payment_id`, with the order's row locked, and
+    /// says in its detail whether the order is held or had gone on before; true if new.
+    pub(super) async fn hold(
+        &self,
+        run_id: Uuid,
+        payment_id: Uuid,
+        finding: Finding<'_>,
+    ) -> Result<bool, sqlx::Error> {
+        let mut tx = self.db.begin().await?;
+        let order_status = sqlx::query_scalar!(
+            "SELECT status FROM orders WHERE id = (SELECT order_id FROM payments WHERE id = $1)
+                FOR NO KEY UPDATE",
+            payment_id,
+        )
+        .fetch_one(&mut *tx)
+        .await?;
+        let detail = match order_status.as_str() {
+            "paid" => format!(
+                "{}: the order is held; it ships once this finding is resolved",
+                finding.detail
+            ),
+            _ => format!(
+                "{}: the order was {order_status} before this was found",
+                finding.detail
+            ),
+        };
+        let new = findings::record(&mut *tx, run_id, Finding { detail, ..finding }).await?;
+        tx.commit().await?;
+        Ok(new)
+    }
+}
