@@ -1,6 +1,6 @@
 // Starts and stops real server processes (the release build) for the browser tests, each
 // on its own fresh database.
-import { execFileSync, spawn, ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import path from 'node:path';
@@ -159,6 +159,27 @@ export async function startConsoleServer(password: string, env: Record<string, s
     database: freshDatabaseName(),
     env: { ...E2E_SERVER_ENV, OPERATOR_PASSWORD: password, RECONCILE_EVERY_SECS: '3600', ...env },
   });
+}
+
+/** `server operator-browser` against `server`'s database and settings: the link it prints
+ * (a path), for a new browser to take. */
+export function operatorBrowserLink(server: RunningServer, password: string): string {
+  const made = spawnSync(path.join(ROOT, 'target', 'release', 'server'), ['operator-browser'], {
+    cwd: ROOT,
+    env: {
+      ...process.env,
+      DATABASE_URL: `${PG_URL}/${server.options.database}`,
+      PROVIDER_WEBHOOK_SECRETS: webhookSecret(),
+      PROVIDER_API_KEY: providerApiKey(),
+      IDEMPOTENCY_FINGERPRINT_SECRETS: fingerprintSecret(),
+      OPERATOR_PASSWORD: password,
+      RUST_LOG: 'warn',
+    },
+    encoding: 'utf8',
+  });
+  const link = /\/operator\/login\?browser=\w+/.exec(made.stdout ?? '');
+  if (!link) throw new Error(`server operator-browser printed no link: ${made.stdout} ${made.stderr}`);
+  return link[0];
 }
 
 async function waitForHealth(baseURL: string, child: ChildProcess): Promise<void> {

@@ -62,10 +62,10 @@ pub async fn login_page(
     }
 }
 
-const LINK_GONE: &str = "That link lets no browser in: another browser took it (a link lets \
-                         in one browser only; if that was not you, someone else has it), it \
-                         is older than 15 minutes, or it was made under another password. \
-                         `server operator-browser` makes a new one.";
+const LINK_GONE: &str = "That link lets no browser in: another browser took it (if that was \
+                         not you, someone else has it), it is older than 15 minutes, or it \
+                         was made under another password. Run server operator-browser for a \
+                         new one.";
 
 #[derive(Template)]
 #[template(path = "operator/link.html")]
