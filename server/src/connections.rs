@@ -180,7 +180,10 @@ async fn serve_one<S>(
         () = stopping.cancelled() => Err(DRAIN_WITHIN),
     };
     let grace = match served {
-        Ok(ended) => return close(connection, ended, &last_status, &stopping).await,
+        Ok(ended) => {
+            let stream = connection.into_parts().io.into_inner();
+            return close(stream, ended, &last_status, &stopping).await;
+        }
         Err(grace) => grace,
     };
     // Close after the request in flight; a client that does not read its answer is
@@ -188,32 +191,24 @@ async fn serve_one<S>(
     std::pin::Pin::new(&mut connection).graceful_shutdown();
     let finished = std::future::poll_fn(|cx| connection.poll_without_shutdown(cx));
     if let Ok(ended) = tokio::time::timeout(grace, finished).await {
-        close(connection, ended, &last_status, &stopping).await;
+        let stream = connection.into_parts().io.into_inner();
+        close(stream, ended, &last_status, &stopping).await;
     }
 }
 
 /// Closes a connection hyper is done with, drained first for as long as [`drain_for`] says.
-async fn close<S>(
-    connection: http1::Connection<TokioIo<TcpStream>, Watched<S>>,
+async fn close(
+    stream: TcpStream,
     ended: Result<(), hyper::Error>,
     last_status: &AtomicU16,
     stopping: &CancellationToken,
-) where
-    S: tower::Service<axum::http::Request<Incoming>, Response = axum::response::Response>
-        + Clone
-        + Send
-        + Unpin
-        + 'static,
-    S::Future: Send + 'static,
-    S::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
+) {
     let within = drain_for(
         &ended,
         last_status.load(Ordering::Relaxed),
         stopping.is_cancelled(),
     );
     log_end(ended);
-    let stream = connection.into_parts().io.into_inner();
     match within {
         Some(within) => drain_and_close(stream, within, LINGER_BYTES).await,
         None => drop(stream),

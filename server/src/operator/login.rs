@@ -98,12 +98,8 @@ pub async fn take_link(
     Form(form): Form<TakeLinkForm>,
 ) -> Response {
     if !login_token::matches(&headers, &form.csrf) {
-        if !crate::refusals::wants_page(&headers) {
-            return ApiError::CrossSite.into_response();
-        }
         let notice = "That page had expired: please open the link again.";
-        let form = login_form(&state, &headers, Some(notice.into()));
-        return (StatusCode::FORBIDDEN, form).into_response();
+        return not_this_form(&state, &headers, notice);
     }
     match browsers::from_link(&state.db, &state.config, &form.browser).await {
         Ok(Some(cookie)) => {
@@ -113,6 +109,17 @@ pub async fn take_link(
         Ok(None) => login_form(&state, &headers, Some(LINK_GONE.into())),
         Err(e) => ApiError::from(e).into_response(),
     }
+}
+
+/// The answer to a form this browser was not given (another site's, or one kept too long):
+/// the login form again with `notice`, 403, nothing checked; a program that asked for no
+/// page is told in problem+json.
+fn not_this_form(state: &AppState, headers: &HeaderMap, notice: &str) -> Response {
+    if !crate::refusals::wants_page(headers) {
+        return ApiError::CrossSite.into_response();
+    }
+    let form = login_form(state, headers, Some(notice.into()));
+    (StatusCode::FORBIDDEN, form).into_response()
 }
 
 /// The login form with `notice`, its token renewed in its cookie.
@@ -134,15 +141,8 @@ pub async fn login(
     Form(form): Form<LoginForm>,
 ) -> Response {
     if !login_token::matches(&headers, &form.csrf) {
-        // Not the form this browser was given (another site's, or one kept too long): the
-        // form again, nothing checked; a program that asked for no page is told in
-        // problem+json.
-        if !crate::refusals::wants_page(&headers) {
-            return ApiError::CrossSite.into_response();
-        }
         let notice = "That login form had expired: please enter the password again.";
-        let form = login_form(&state, &headers, Some(notice.into()));
-        return (StatusCode::FORBIDDEN, form).into_response();
+        return not_this_form(&state, &headers, notice);
     }
     let (client, browser, admission) = match admit(&state, &headers, client).await {
         Ok(admitted) => admitted,

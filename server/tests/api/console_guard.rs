@@ -260,20 +260,7 @@ async fn login_with_cookie(app: &TestApp, cookie: &str) -> reqwest::Response {
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .unwrap();
-    let page = client.get(app.url("/operator/login")).send().await.unwrap();
-    let token = page.headers()["set-cookie"].to_str().unwrap().to_owned();
-    let token = token.split(';').next().unwrap().to_owned();
-    let html = page.text().await.unwrap();
-    client
-        .post(app.url("/operator/login"))
-        .header("cookie", format!("{token}; {cookie}"))
-        .form(&[
-            ("csrf", crate::operator::csrf_in(&html).as_str()),
-            ("password", PASSWORD),
-        ])
-        .send()
-        .await
-        .unwrap()
+    login_with_cookie_from(app, &client, cookie, PASSWORD).await
 }
 
 /// A browser the operator logged in from gets in with the right password while guesses from
