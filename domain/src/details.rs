@@ -187,15 +187,15 @@ impl Details {
 /// address forge a header of the email that names it), no line or paragraph separators
 /// (U+2028, U+2029: a line break by another name), and no characters that change what the
 /// text shows without showing themselves: bidirectional controls (U+202E would show a
-/// label's text reversed, to the courier and to the operator) and tag characters (which
-/// carry text nobody sees).
+/// label's text reversed, to the courier and to the operator) and tag characters outside
+/// a flag (they carry text nobody sees).
 fn one_line(value: &str) -> Result<&str, String> {
     let value = value.trim();
     match value.chars().any(breaks_the_line) {
         true => Err("Use one line, without tabs or line breaks.".to_owned()),
-        false if value.chars().any(hides_text) => Err(
-            "Remove the invisible characters (direction marks, tags) from this text.".to_owned(),
-        ),
+        false if value.chars().any(is_bidi_control) || has_stray_tags(value) => {
+            Err("Remove the invisible characters from this text.".to_owned())
+        }
         false => Ok(value),
     }
 }
@@ -204,11 +204,29 @@ fn breaks_the_line(c: char) -> bool {
     c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
 }
 
-/// Unicode's Bidi_Control characters, and the tag characters.
-fn hides_text(c: char) -> bool {
+/// Unicode's Bidi_Control characters.
+fn is_bidi_control(c: char) -> bool {
     matches!(c,
-        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
-        | '\u{E0000}'..='\u{E007F}')
+        '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Whether the text holds tag characters (U+E0000 to U+E007F) anywhere but in a flag: a
+/// black flag (U+1F3F4), tags, and the cancel tag (U+E007F) that ends them, as the flags
+/// of England, Scotland and Wales are written.
+fn has_stray_tags(value: &str) -> bool {
+    // `open`: inside a flag's tags, not yet cancelled; `flag`: the last character was U+1F3F4.
+    let (mut open, mut flag) = (false, false);
+    for c in value.chars() {
+        match c {
+            '\u{E0020}'..='\u{E007E}' if open || flag => open = true,
+            '\u{E007F}' if open => open = false,
+            '\u{E0000}'..='\u{E007F}' => return true,
+            _ if open => return true,
+            _ => {}
+        }
+        flag = c == '\u{1F3F4}';
+    }
+    open
 }
 
 /// Whether a character shows nothing by itself: white space, Unicode's
@@ -251,7 +269,7 @@ fn text(value: &str, what: &str, max: usize) -> Result<String, String> {
 
 fn optional_text(value: &str, max: usize) -> Result<String, String> {
     let value = one_line(value)?;
-    match value.is_empty() || visible(value) {
+    match value.is_empty() || !value.chars().all(is_invisible) {
         true => within(value, max),
         false => Err("Leave it empty, or enter text that shows.".to_owned()),
     }
@@ -416,10 +434,25 @@ mod tests {
                 "shipping_address.city"
             ]
         );
-        // Tag characters carry text nobody sees, even beside text that shows.
+        // Tag characters carry text nobody sees, even beside text that shows; in a flag
+        // (England's) they are the flag's own.
         let mut d = draft();
         d.shipping_address.name = "Ada\u{E0041}\u{E0042}".to_owned();
-        assert_eq!(fields(&d), ["shipping_address.name"]);
+        d.shipping_address.line1 = "1 Main St \u{1F3F4}\u{E0067}x".to_owned();
+        d.shipping_address.city = "London \u{1F3F4}\u{E0067}\u{E0062}".to_owned();
+        assert_eq!(
+            fields(&d),
+            [
+                "shipping_address.name",
+                "shipping_address.line1",
+                "shipping_address.city"
+            ]
+        );
+        let mut d = draft();
+        d.shipping_address.city =
+            "London \u{1F3F4}\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}".to_owned();
+        d.shipping_address.line2 = "—".to_owned();
+        assert!(Details::parse(&d).is_ok(), "a flag, and a dash on line 2");
         // Joiners inside a name that shows are the name's own (a Persian name, an emoji).
         let mut d = draft();
         d.shipping_address.name = "Mehr\u{200C}dad \u{1F469}\u{200D}\u{1F52C}".to_owned();

@@ -100,8 +100,8 @@ pub async fn operator_browser(config: Config) -> anyhow::Result<()> {
     let secret = crate::operator::enrol_browser(&db, &config).await?;
     println!(
         "Open /operator/login?browser={secret} on the shop's address within {} minutes, in \
-         the browser to let in (the link lets in the first browser that opens it, and no \
-         other); then log in there with the password.",
+         the browser to let in, and press \"Let this browser in\" (the link lets in the \
+         first browser that presses it, and no other); then log in there with the password.",
         crate::operator::BROWSER_LINK_MINUTES
     );
     Ok(())

@@ -296,7 +296,14 @@ where
         let (service, last_status) = (self.service.clone(), self.last_status.clone());
         Box::pin(async move {
             let answer = service.oneshot(request).await.map_err(Into::into)?;
-            last_status.store(answer.status().as_u16(), Ordering::Relaxed);
+            // Only an answer that closes the connection can be its last one; any other
+            // leaves none, so an answer hyper writes itself later (a 431) is drained.
+            let closes = answer
+                .headers()
+                .get(axum::http::header::CONNECTION)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"close"));
+            let status = if closes { answer.status().as_u16() } else { 0 };
+            last_status.store(status, Ordering::Relaxed);
             Ok(answer)
         })
     }

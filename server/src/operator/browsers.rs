@@ -101,8 +101,7 @@ pub async fn remember(
     let renewed = match browser {
         Some(browser) => sqlx::query!(
             "UPDATE operator_browsers
-                SET secret_sha256 = $2, last_login_at = now(), unused_until = NULL,
-                    link_sha256 = NULL
+                SET secret_sha256 = $2, last_login_at = now(), unused_until = NULL
               WHERE secret_sha256 = $1",
             browser.secret_sha256,
             new
@@ -196,10 +195,13 @@ pub async fn link_state(
     }
     let link = digest(config, secret);
     let held = secret_in(headers).map(|own| digest(config, own));
+    // The row keeps the link's digest after its browser's first login, so that browser
+    // opening the link again is recognised then too.
     let row = sqlx::query!(
-        r#"SELECT secret_sha256 = link_sha256 AS "waiting!", secret_sha256 = $2 AS "here!"
+        r#"SELECT secret_sha256 = link_sha256 AND unused_until > now() AS "waiting!",
+                  secret_sha256 = $2 AS "here!"
              FROM operator_browsers
-            WHERE link_sha256 = $1 AND unused_until > now()"#,
+            WHERE link_sha256 = $1 AND (unused_until > now() OR secret_sha256 = $2)"#,
         link,
         held.unwrap_or_default(),
     )

@@ -106,7 +106,14 @@ pub async fn take_link(
             let to_form = Redirect::to("/operator/login");
             ([(header::SET_COOKIE, cookie)], to_form).into_response()
         }
-        Ok(None) => login_form(&state, &headers, Some(LINK_GONE.into())),
+        // A second press by the browser that took it (a double click): nothing to say.
+        Ok(None) => {
+            match browsers::link_state(&state.db, &state.config, &headers, &form.browser).await {
+                Ok(Link::TakenHere) => Redirect::to("/operator/login").into_response(),
+                Ok(_) => login_form(&state, &headers, Some(LINK_GONE.into())),
+                Err(e) => ApiError::from(e).into_response(),
+            }
+        }
         Err(e) => ApiError::from(e).into_response(),
     }
 }

@@ -18,6 +18,12 @@ use super::{
 };
 use crate::error::ApiError;
 
+/// Whether a 404 is the sandbox's own `{"error": {"code": "not_found"}}`.
+async fn provider_not_found(response: reqwest::Response) -> bool {
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    body["error"]["code"] == "not_found"
+}
+
 /// The sandbox provider's client.
 pub struct Sandbox {
     http: reqwest::Client,
@@ -122,7 +128,9 @@ impl PaymentProvider for Sandbox {
             .map_err(lookup_failed)?;
         match response.status().as_u16() {
             200 => Ok(true),
-            404 => Ok(false),
+            // The provider's own "no such charge", not any 404 on the way (a proxy's, a wrong
+            // PROVIDER_URL): "unknown to the provider" holds an order.
+            404 if provider_not_found(response).await => Ok(false),
             other => Err(ApiError::Unavailable(anyhow::anyhow!(
                 "payment provider answered {other} for charge {charge_id}"
             ))),

@@ -26,20 +26,26 @@ impl Reconciler {
         finding: Finding<'_>,
     ) -> Result<bool, sqlx::Error> {
         let mut tx = self.db.begin().await?;
-        let order_status = sqlx::query_scalar!(
-            "SELECT status FROM orders WHERE id = (SELECT order_id FROM payments WHERE id = $1)
-                FOR NO KEY UPDATE",
+        let order = sqlx::query!(
+            r#"SELECT o.status,
+                      EXISTS (SELECT 1 FROM fulfillments f WHERE f.order_id = o.id) AS "fulfilling!"
+                 FROM orders o WHERE o.id = (SELECT order_id FROM payments WHERE id = $1)
+                  FOR NO KEY UPDATE OF o"#,
             payment_id,
         )
         .fetch_one(&mut *tx)
         .await?;
-        let detail = match order_status.as_str() {
-            "paid" => format!(
+        let detail = match (order.status.as_str(), order.fulfilling) {
+            ("paid", false) => format!(
                 "{}: the order is held; it ships once this finding is resolved",
                 finding.detail
             ),
-            _ => format!(
-                "{}: the order was {order_status} before this was found",
+            ("paid", true) => format!(
+                "{}: the order is backordered, nothing shipped",
+                finding.detail
+            ),
+            (status, _) => format!(
+                "{}: the order was {status} before this was found",
                 finding.detail
             ),
         };

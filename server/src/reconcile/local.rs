@@ -116,16 +116,19 @@ impl Reconciler {
     }
 
     /// Successes of ours, settled since `since`, whose charge the provider does not know:
-    /// flagged, never repaired, and their orders held (`hold`).
+    /// flagged, never repaired, and their orders held (`hold`). One the provider cannot be
+    /// asked about is returned with its time, for the run's watermark to stay before it; the
+    /// others are still checked.
     pub(super) async fn check_our_successes(
         &self,
         run_id: Uuid,
         since: Option<chrono::DateTime<chrono::Utc>>,
-    ) -> Result<usize, ApiError> {
+    ) -> Result<(usize, Vec<Unchecked>), ApiError> {
         // `since as _`: chrono's type, where the macros would expect `time`'s (sqlx's `time`
         // feature is on through a dependency and wins over `chrono`).
         let ours = sqlx::query!(
-            r#"SELECT id, provider_charge_id AS "provider_charge_id!" FROM payments
+            r#"SELECT id, provider_charge_id AS "provider_charge_id!",
+                      updated_at AS "updated_at: chrono::DateTime<chrono::Utc>" FROM payments
               WHERE status = 'succeeded' AND provider_charge_id IS NOT NULL
                 AND ($1::timestamptz IS NULL OR updated_at >= $1)
               ORDER BY updated_at LIMIT 1000"#,
@@ -133,11 +136,19 @@ impl Reconciler {
         )
         .fetch_all(&self.db)
         .await?;
-        let mut found = 0;
+        let (mut found, mut unchecked) = (0, Vec::new());
         for row in ours {
             let (payment_id, charge_id) = (row.id, row.provider_charge_id);
-            if self.provider.charge_exists(&charge_id).await? {
-                continue;
+            match self.provider.charge_exists(&charge_id).await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(e) => {
+                    unchecked.push(Unchecked {
+                        at: row.updated_at,
+                        why: format!("payment {payment_id}: {e}"),
+                    });
+                    continue;
+                }
             }
             let detail =
                 format!("succeeded here with charge {charge_id}, which the provider does not know");
@@ -152,6 +163,12 @@ impl Reconciler {
                 found += 1;
             }
         }
-        Ok(found)
+        Ok((found, unchecked))
     }
+}
+
+/// A success of ours the provider could not be asked about in this run.
+pub(super) struct Unchecked {
+    pub at: chrono::DateTime<chrono::Utc>,
+    pub why: String,
 }

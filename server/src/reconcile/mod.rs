@@ -224,7 +224,12 @@ impl Reconciler {
             Err(e) => tally.failed(None, format!("refunds due: {}", ReconcileError::from(e))),
         }
         match self.check_our_successes(id, since).await {
-            Ok(found) => tally.found += found,
+            Ok((found, unchecked)) => {
+                tally.found += found;
+                for item in unchecked {
+                    tally.failed(Some(item.at), format!("our successes: {}", item.why));
+                }
+            }
             Err(e) => tally.failed(None, format!("our successes: {}", ReconcileError::from(e))),
         }
         // `tally.watermark()` is chrono's, not the `time` type the macros expect (see `run`).

@@ -399,6 +399,11 @@ async fn a_leaked_link_lets_in_one_browser_and_its_guesses_never_lock_the_operat
     assert!(hands_out(&take_link(&app, &operator, &secret).await).is_some());
     let reload = operator.get(&link).send().await.unwrap();
     assert_eq!((reload.status().as_u16(), hands_out(&reload)), (303, None));
+    let pressed_again = press_link(&app, &operator, &secret).await;
+    assert_eq!(
+        (pressed_again.status().as_u16(), hands_out(&pressed_again)),
+        (303, None)
+    );
 
     let second = take_link(&app, &thief, &secret).await;
     assert_eq!(hands_out(&second), None, "one browser only");
@@ -420,6 +425,12 @@ async fn a_leaked_link_lets_in_one_browser_and_its_guesses_never_lock_the_operat
     );
     assert_eq!(login(&app, &operator, PASSWORD).await.status(), 303);
     assert!(logged_in(&app, &operator).await);
+    let after_login = operator.get(&link).send().await.unwrap();
+    assert_eq!(
+        after_login.status(),
+        303,
+        "its own browser, after its login too"
+    );
 
     let taken = server::operator::enrol_browser(&app.db, &app.config)
         .await
@@ -442,9 +453,25 @@ async fn take_link(app: &TestApp, client: &reqwest::Client, secret: &str) -> req
         .await
         .unwrap();
     let csrf = crate::operator::csrf_in(&page.text().await.unwrap());
+    press(app, client, &csrf, secret).await
+}
+
+/// Presses the link's button again, with the login form's token `client` holds.
+async fn press_link(app: &TestApp, client: &reqwest::Client, secret: &str) -> reqwest::Response {
+    let page = client.get(app.url("/operator/login")).send().await.unwrap();
+    let csrf = crate::operator::csrf_in(&page.text().await.unwrap());
+    press(app, client, &csrf, secret).await
+}
+
+async fn press(
+    app: &TestApp,
+    client: &reqwest::Client,
+    csrf: &str,
+    secret: &str,
+) -> reqwest::Response {
     client
         .post(app.url("/operator/login/link"))
-        .form(&[("csrf", csrf.as_str()), ("browser", secret)])
+        .form(&[("csrf", csrf), ("browser", secret)])
         .send()
         .await
         .unwrap()
