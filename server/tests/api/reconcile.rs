@@ -430,3 +430,26 @@ async fn assert_held_then_released(app: &TestApp, order_id: &str, kind: &str) {
         "announced again once, by the release"
     );
 }
+
+/// Only the provider's own "no such charge" makes a charge unknown to it: a 404 from
+/// something on the way (a proxy, a wrong path in `PROVIDER_URL`) is an error, tried again
+/// next run, and never holds an order. (Seen red when any 404 counted.)
+#[tokio::test]
+async fn only_the_providers_own_not_found_makes_a_charge_unknown() {
+    use server::payment_provider::{sandbox::Sandbox, PaymentProvider};
+
+    let provider = spawn_provider().await;
+    let at = |base: &str| {
+        Sandbox::new(
+            base,
+            TEST_PROVIDER_API_KEY,
+            std::time::Duration::from_secs(5),
+            vec![],
+        )
+    };
+    let unknown = at(&provider.address).charge_exists("ch_nobody_made").await;
+    assert!(!unknown.unwrap(), "the provider's own not_found");
+    let wrong_path = format!("{}/not-the-api", provider.address);
+    let elsewhere = at(&wrong_path).charge_exists("ch_nobody_made").await;
+    assert!(elsewhere.is_err(), "another 404 is no answer");
+}
