@@ -11,6 +11,9 @@ RUN cargo install wasm-bindgen-cli --version "=$(awk '/^name = "wasm-bindgen"$/{
  && cargo build --release -p provider
 
 FROM debian:bookworm-slim
+# The roots the shop verifies Stripe's (and any HTTPS provider's) certificate with.
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY --from=build /src/target/release/server /app/server
 # The hashed names of the site's files, read beside the binary.

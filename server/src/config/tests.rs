@@ -215,3 +215,35 @@ fn stripe_needs_its_keys_of_one_mode_and_its_script_over_https_on_an_https_shop(
     assert!(refusal(&with(&plain_js)).contains("https://"));
     assert!(refusal(&[("PAYMENT_PROVIDER", "paypal")]).contains("sandbox or stripe"));
 }
+
+#[test]
+fn stripe_is_called_over_https_unless_it_is_a_stand_in_on_this_machine() {
+    let with_base = |base: &'static str| {
+        [
+            ("PAYMENT_PROVIDER", "stripe"),
+            ("STRIPE_SECRET_KEY", "sk_test_1"),
+            ("STRIPE_PUBLISHABLE_KEY", "pk_test_1"),
+            ("STRIPE_WEBHOOK_SECRETS", SECRET),
+            ("STRIPE_API_BASE", base),
+        ]
+    };
+    for base in [
+        "http://api.stripe.com",
+        "http://10.0.0.5:12111",
+        "http://[2001:db8::1]:80",
+    ] {
+        let refused = refusal(&with_base(base));
+        assert!(
+            refused.contains("STRIPE_API_BASE must be https://"),
+            "{base}: {refused}"
+        );
+    }
+    for base in [
+        "https://api.stripe.com",
+        "http://127.0.0.1:12111",
+        "http://localhost:12111",
+        "http://[::1]:12111",
+    ] {
+        assert!(config(&with_base(base)).is_ok(), "{base}");
+    }
+}

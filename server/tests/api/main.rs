@@ -49,5 +49,6 @@ mod sessions;
 mod shop;
 mod simultaneous_payments;
 mod stripe;
+mod stripe_tls;
 mod waits;
 mod worker_faults;
