@@ -81,9 +81,9 @@ fn declined_text(code: &str) -> String {
         "insufficient_funds" => "Your card was declined for insufficient funds.",
         "expired_card" => "Your card has expired.",
         "incorrect_cvc" | "incorrect_number" => "The card details were not accepted.",
-        // Stripe asked for 3-D Secure, which this shop does not run (docs/payments.md).
-        "authentication_required" => {
-            "Your bank asks to confirm this payment in a step this shop does not offer."
+        // The shopper's bank refused, or was refused, the 3-D Secure step (docs/payments.md).
+        "payment_intent_authentication_failure" | "authentication_required" => {
+            "Your bank did not confirm this payment."
         }
         _ => "Your card was declined.",
     };

@@ -2,17 +2,21 @@
 //! UPDATE SKIP LOCKED`, right before sending it, and pushes its next attempt out by a lease
 //! while it sends, so two mailers never send the same email at the same time. The marks that
 //! follow are fenced on the claim (`attempts`): a mailer whose lease ran out cannot overwrite
-//! what the next one did. With `SMTP_URL` set it sends over SMTP
-//! (lettre) and marks the email `sent`; without it the email is `kept` in the database, where
-//! the shopper's order page shows it. A mailer killed between the SMTP send and the mark
-//! sends the email again after the lease: the Message-ID is derived from the email's id, so
-//! the resend is recognisable as the same message.
+//! what the next one did. With `SMTP_URL` set it sends over SMTP (lettre; STARTTLS or TLS
+//! with a login to a real relay) and marks the email `sent`; a failed send, a certificate
+//! that does not verify included, leaves it queued for a later try. Without `SMTP_URL` the
+//! email is `kept` in the database, where the shopper's order page shows it. A mailer killed
+//! between the SMTP send and the mark sends the email again after the lease: the Message-ID
+//! is derived from the email's id, so the resend is recognisable as the same message.
 
 use std::{sync::Arc, time::Duration};
 
 use lettre::{
     message::{header::ContentType, Mailbox, MultiPart, SinglePart},
-    transport::smtp::authentication::Credentials,
+    transport::smtp::{
+        authentication::Credentials,
+        client::{Tls, TlsParameters},
+    },
     AsyncSmtpTransport, AsyncTransport, Tokio1Executor,
 };
 use once_events::wake::Wakeup;
@@ -20,7 +24,10 @@ use sqlx::PgPool;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::metrics::Metrics;
+use crate::{
+    config::{Security, SmtpRelay},
+    metrics::Metrics,
+};
 
 /// Emails sent per step, each claimed just before it is sent.
 const BATCH: usize = 20;
@@ -50,11 +57,11 @@ struct Outgoing {
 impl Mailer {
     pub fn new(
         db: PgPool,
-        smtp_url: Option<&str>,
+        relay: Option<&SmtpRelay>,
         from: &str,
         metrics: Arc<Metrics>,
     ) -> anyhow::Result<Self> {
-        let smtp = smtp_url.map(smtp_transport).transpose()?;
+        let smtp = relay.map(smtp_transport).transpose()?;
         Ok(Self {
             db,
             smtp,
@@ -176,25 +183,21 @@ impl Mailer {
     }
 }
 
-/// An SMTP transport for `smtp://[user:password@]host[:port]`: plain SMTP, as a mail
-/// catcher or a relay on the same network speaks it.
-fn smtp_transport(url: &str) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executor>> {
-    let url = reqwest::Url::parse(url)?;
-    anyhow::ensure!(
-        url.scheme() == "smtp",
-        "SMTP_URL must be smtp://host:port (plain SMTP to a local relay or mail catcher)"
-    );
-    let host = url
-        .host_str()
-        .ok_or_else(|| anyhow::anyhow!("SMTP_URL has no host"))?;
-    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(host)
-        .port(url.port().unwrap_or(25))
+/// A transport to `relay`, protected as its URL says. TLS certificates are verified with
+/// the system's roots, or the bundle `SSL_CERT_FILE` names; a relay whose certificate does
+/// not verify gets nothing, and the email stays queued for the next try.
+fn smtp_transport(relay: &SmtpRelay) -> anyhow::Result<AsyncSmtpTransport<Tokio1Executor>> {
+    let tls = || TlsParameters::new(relay.host.clone());
+    let mut builder = AsyncSmtpTransport::<Tokio1Executor>::builder_dangerous(&relay.host)
+        .port(relay.port)
         .timeout(Some(Duration::from_secs(10)));
-    if !url.username().is_empty() {
-        builder = builder.credentials(Credentials::new(
-            url.username().to_owned(),
-            url.password().unwrap_or_default().to_owned(),
-        ));
+    builder = match relay.security {
+        Security::Plain => builder,
+        Security::StartTls => builder.tls(Tls::Required(tls()?)),
+        Security::Tls => builder.tls(Tls::Wrapper(tls()?)),
+    };
+    if let Some((user, password)) = &relay.login {
+        builder = builder.credentials(Credentials::new(user.clone(), password.clone()));
     }
     Ok(builder.build())
 }

@@ -148,7 +148,7 @@ impl Context {
         let events = &self.config.events;
         Mailer::new(
             self.db.clone(),
-            events.smtp_url.as_deref(),
+            events.smtp.as_ref(),
             &events.mail_from,
             self.metrics.clone(),
         )

@@ -9,11 +9,13 @@ use leptos::config::{Env, LeptosOptions};
 mod answers;
 mod limits;
 mod payment;
+mod smtp;
 mod waits;
 
 pub use answers::AnswerCacheSettings;
 pub use limits::{DbLimits, Limits, LoginLimits, Rate};
 pub use payment::{ProviderChoice, StripeSettings};
+pub use smtp::{Security, SmtpRelay};
 pub use waits::IdempotencyWaits;
 
 use crate::client_addr::TrustedProxies;
@@ -102,8 +104,9 @@ pub struct Events {
     pub nats_subject_prefix: String,
     /// Copies of the stream a NATS cluster keeps (`NATS_REPLICAS`, 1 to 5).
     pub nats_replicas: usize,
-    /// SMTP server the mailer delivers through; without it emails are kept in the database.
-    pub smtp_url: Option<String>,
+    /// The relay the mailer delivers through (`SMTP_URL`); without it emails are kept in
+    /// the database.
+    pub smtp: Option<SmtpRelay>,
     pub mail_from: String,
     /// How often the relay and the workers look for work when no notification woke them.
     pub poll_every: Duration,
@@ -250,7 +253,10 @@ impl Config {
                 nats_stream: var_or("NATS_STREAM", "ONCE_EVENTS"),
                 nats_subject_prefix: var_or("NATS_SUBJECT_PREFIX", "once.events"),
                 nats_replicas: var_or("NATS_REPLICAS", "1").parse()?,
-                smtp_url: var("SMTP_URL").filter(|u| !u.is_empty()),
+                smtp: var("SMTP_URL")
+                    .filter(|u| !u.is_empty())
+                    .map(|u| SmtpRelay::parse(&u))
+                    .transpose()?,
                 mail_from: var_or("MAIL_FROM", "Once <orders@once.test>"),
                 poll_every: millis("EVENTS_POLL_MS", "1000")?,
                 retention: Duration::from_secs(var_or("EVENTS_RETENTION_SECS", "604800").parse()?),
@@ -458,6 +464,18 @@ impl Config {
             "METRICS_TOKEN must be at least 16 characters"
         );
         Ok(())
+    }
+}
+
+/// Whether `url` names this machine (a loopback address, or `localhost`).
+fn on_this_machine(url: &reqwest::Url) -> bool {
+    match url.host_str() {
+        Some("localhost") => true,
+        Some(host) => host
+            .trim_matches(|c| c == '[' || c == ']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+        None => false,
     }
 }
 

@@ -106,22 +106,10 @@ impl ProviderChoice {
         }
         let base = reqwest::Url::parse(&stripe.api_base)?;
         anyhow::ensure!(
-            base.scheme() == "https" || on_this_machine(&base),
+            base.scheme() == "https" || super::on_this_machine(&base),
             "STRIPE_API_BASE must be https:// (plain http only to this machine, for a stand-in \
              such as localstripe): the secret key goes with every call"
         );
         Ok(())
-    }
-}
-
-/// Whether `url` names this machine (a loopback address, or `localhost`).
-fn on_this_machine(url: &reqwest::Url) -> bool {
-    match url.host_str() {
-        Some("localhost") => true,
-        Some(host) => host
-            .trim_matches(|c| c == '[' || c == ']')
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback()),
-        None => false,
     }
 }

@@ -247,3 +247,56 @@ fn stripe_is_called_over_https_unless_it_is_a_stand_in_on_this_machine() {
         assert!(config(&with_base(base)).is_ok(), "{base}");
     }
 }
+
+#[test]
+fn smtp_url_says_how_the_relay_is_reached() {
+    let relay = |url: &str| config(&[("SMTP_URL", url)]).unwrap().events.smtp.unwrap();
+    let starttls = relay("smtp://shop%40example.com:p%3Ass@mail.example.com?tls=required");
+    assert_eq!(
+        (starttls.security, starttls.port, starttls.host.as_str()),
+        (Security::StartTls, 587, "mail.example.com")
+    );
+    assert_eq!(
+        starttls.login,
+        Some(("shop@example.com".to_owned(), "p:ss".to_owned())),
+        "the login is percent-decoded"
+    );
+    let tls = relay("smtps://shop:secret@mail.example.com");
+    assert_eq!((tls.security, tls.port), (Security::Tls, 465));
+    let catcher = relay("smtp://mailcatcher:1025");
+    assert_eq!((catcher.security, catcher.login), (Security::Plain, None));
+    assert!(
+        !format!("{tls:?}").contains("secret"),
+        "the password is not shown"
+    );
+    assert!(config(&[]).unwrap().events.smtp.is_none());
+}
+
+#[test]
+fn a_password_never_goes_to_a_relay_in_clear() {
+    for url in [
+        "smtp://shop:secret@mail.example.com:587",
+        "smtp://shop:secret@10.0.0.5",
+        "smtp://shop@mail.example.com",
+    ] {
+        let refused = refusal(&[("SMTP_URL", url)]);
+        assert!(refused.contains("in clear"), "{url}: {refused}");
+    }
+    for url in [
+        "smtp://shop:secret@127.0.0.1:1025",
+        "smtp://shop:secret@localhost:1025",
+        "smtp://shop:secret@[::1]:1025",
+    ] {
+        assert!(config(&[("SMTP_URL", url)]).is_ok(), "{url}");
+    }
+    for (url, says) in [
+        ("smtp://mail.example.com?tls=opportunistic", "tls=opportunistic"),
+        ("smtp://mail.example.com?tls=required&tls=required", "one setting"),
+        ("smtp://mail.example.com?port=2", "`port`"),
+        ("http://mail.example.com", "not http://"),
+        ("smtps://shop:secret@", "SMTP_URL"),
+    ] {
+        let refused = refusal(&[("SMTP_URL", url)]);
+        assert!(refused.contains(says), "{url}: {refused}");
+    }
+}

@@ -45,6 +45,10 @@ pub struct Charge {
     #[serde(default)]
     pub reference: String,
     pub created_at: Option<DateTime<Utc>>,
+    /// Set while the charge waits for the shopper's bank (3-D Secure): the secret the
+    /// shopper's browser finishes that step with (a Stripe intent's `client_secret`).
+    #[serde(skip)]
+    pub authentication: Option<String>,
 }
 
 /// How the shopper pays: the provider decides which it takes.
@@ -154,6 +158,14 @@ pub trait PaymentProvider: Send + Sync {
     /// not yet confirmed, or waiting for authentication, is cancelled). How an attempt
     /// whose outcome is unknown is settled: by asking, never guessing (`payments::settle`).
     async fn final_charges(&self, attempt: &AttemptRef<'_>) -> Result<Vec<Charge>, ApiError>;
+
+    /// The attempt's charge as the provider has it now, changing nothing: how the shop
+    /// learns what the shopper's bank answered (docs/payments.md, "3-D Secure"). `None`
+    /// when the provider has nothing to say before its callback (the sandbox charges in one
+    /// call, and never asks for authentication).
+    async fn current_charge(&self, _attempt: &AttemptRef<'_>) -> Result<Option<Charge>, ApiError> {
+        Ok(None)
+    }
 
     /// The charge `charge_id`, if the provider made it for attempt `payment_id`.
     async fn charge_for(

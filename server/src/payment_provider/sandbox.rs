@@ -217,6 +217,7 @@ fn read_envelope(body: &[u8]) -> Result<ReceivedEvent, WebhookRefusal> {
         failure_code: d.failure_code,
         reference: d.reference,
         created_at: None,
+        authentication: None,
     });
     let about = match (event.event_type.as_str(), data) {
         ("charge.succeeded", Ok(charge)) => EventAbout::Succeeded(charge),

@@ -13,9 +13,10 @@
 //!
 //! A retry after a lost answer resumes the recorded intent: it never creates a second one,
 //! even from a server that does not honour Idempotency-Key. An intent that asks for the
-//! shopper's authentication (3-D Secure) is cancelled and the attempt declined
-//! `authentication_required`: this shop does not run Stripe's authentication step. When an
-//! abandoned attempt is settled, its intent is cancelled first unless it took the money or
+//! shopper's authentication (3-D Secure) is answered as pending, with its client secret: the
+//! shopper's browser runs the bank's step with Stripe.js, and the shop reads the intent back
+//! to learn the outcome ([`PaymentProvider::current_charge`]), as a callback is confirmed.
+//! When an abandoned attempt is settled, its intent is cancelled first unless it took the money or
 //! is processing ([`PaymentProvider::final_charges`]): a cancelled intent can never be
 //! confirmed, so closing the attempt rests on Stripe's refusal, not on timing alone.
 
@@ -38,8 +39,6 @@ use crate::{config::StripeSettings, error::ApiError};
 const NOT_CHARGED: &str = "not_charged";
 /// An intent whose outcome is not known yet (`processing`, waiting for authentication).
 const PROCESSING: &str = "processing";
-/// The decline given to an intent that asked for authentication, after it was cancelled.
-const AUTHENTICATION_REQUIRED: &str = "authentication_required";
 
 /// Stripe's client.
 pub struct Stripe {
@@ -60,6 +59,8 @@ struct Intent {
     metadata: std::collections::HashMap<String, String>,
     last_payment_error: Option<PaymentError>,
     created: Option<i64>,
+    /// What the shopper's browser finishes an authentication with (Stripe.js).
+    client_secret: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -94,6 +95,9 @@ impl Intent {
             failure_code: declined.and_then(|e| e.decline_code.clone().or_else(|| e.code.clone())),
             reference: self.metadata.get("payment_id").cloned().unwrap_or_default(),
             created_at: self.created.and_then(at),
+            authentication: (self.status == "requires_action")
+                .then(|| self.client_secret.clone())
+                .flatten(),
         }
     }
 }
@@ -218,6 +222,13 @@ impl PaymentProvider for Stripe {
             .into_iter()
             .filter(|c| c.status != NOT_CHARGED)
             .collect())
+    }
+
+    async fn current_charge(&self, attempt: &AttemptRef<'_>) -> Result<Option<Charge>, ApiError> {
+        match attempt.intent_id {
+            Some(id) => self.charge_for(attempt.payment_id, id).await,
+            None => Ok(None),
+        }
     }
 
     async fn charge_for(
@@ -380,7 +391,10 @@ impl ChargeTry for TwoSteps<'_> {
             intent = self.confirm(&id).await?;
         }
         match intent.status.as_str() {
-            "requires_action" => self.decline_authentication(&intent).await,
+            // The bank asks the shopper: pending, with what their browser needs for it.
+            "requires_action" if intent.client_secret.is_none() => Err(Failure::Transient(
+                format!("intent {id} asks for authentication without a client secret"),
+            )),
             // Cancelled before it charged (from Stripe's dashboard, say): the attempt is over.
             "canceled" if intent.last_payment_error.is_none() => Ok(Charge {
                 status: FAILED.to_owned(),
@@ -444,27 +458,6 @@ impl TwoSteps<'_> {
         }
         Ok(intent)
     }
-
-    /// Cancels an intent that asks for authentication, so it can never be charged later,
-    /// and answers a decline; an intent that moved on meanwhile answers for itself.
-    async fn decline_authentication(&self, intent: &Intent) -> Result<Charge, Failure> {
-        let cancelled = self
-            .stripe
-            .cancel(&intent.id)
-            .await
-            .map_err(|e| Failure::Transient(e.to_string()))?
-            .ok_or_else(|| Failure::Transient(format!("intent {} vanished", intent.id)))?;
-        if cancelled.status != "canceled" {
-            return match cancelled.status.as_str() {
-                "requires_action" => Err(Failure::Transient("the cancel did not take".into())),
-                _ => Ok(cancelled.charge()),
-            };
-        }
-        let mut charge = cancelled.charge();
-        charge.status = FAILED.to_owned();
-        charge.failure_code = Some(AUTHENTICATION_REQUIRED.to_owned());
-        Ok(charge)
-    }
 }
 
 /// An intent from an answer: a lost or cut-off answer is transient, an error status is what
@@ -495,6 +488,7 @@ mod tests {
                 decline_code: None,
             }),
             created: Some(0),
+            client_secret: Some("pi_1_secret_2".into()),
         }
     }
 
@@ -514,7 +508,10 @@ mod tests {
             NOT_CHARGED
         );
         assert_eq!(intent("processing", false).charge().status, PROCESSING);
-        assert_eq!(intent("requires_action", false).charge().status, PROCESSING);
+        let asking = intent("requires_action", false).charge();
+        assert_eq!(asking.status, PROCESSING);
+        assert_eq!(asking.authentication.as_deref(), Some("pi_1_secret_2"));
+        assert_eq!(intent("processing", false).charge().authentication, None);
     }
 
     #[test]

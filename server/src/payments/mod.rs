@@ -23,6 +23,7 @@
 //! problems.
 
 pub mod apply;
+mod authentication;
 mod gate;
 pub mod instrument;
 mod problems;
@@ -57,7 +58,9 @@ use settle::SettleRules;
 use store::{AttemptKey, AttemptRefused, PaymentView};
 
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new().routes(routes!(list, pay))
+    OpenApiRouter::new()
+        .routes(routes!(list, pay))
+        .routes(routes!(authentication::authentication))
 }
 
 /// The identity of "pay this order" in the idempotency table.
@@ -81,7 +84,8 @@ fn pay_operation(order_id: Uuid) -> String {
     responses((status = 201, description = "The charge succeeded; the order is paid.", body = PaymentView,
         headers(
             ("Location" = String, description = "The order's payments, `/api/orders/{id}/payments`."),
-        ))),
+        )),
+        (status = 202, description = "The shopper's bank must confirm the payment (3-D Secure, with Stripe): `needs_authentication` is true; continue with `continue_authentication`.", body = PaymentView)),
     security(("session" = [])),
     extensions(("x-problems" = json!([
         "payment-in-progress", "not-found",
@@ -192,6 +196,14 @@ async fn charge_order(
         FAILED => {
             let code = charge.failure_code.as_deref().unwrap_or("declined");
             apply::charge_failed(&mut tx, payment.id, Some(&charge.id), code).await?;
+        }
+        // The shopper's bank must confirm it (3-D Secure): pending, marked so, and answered
+        // 202 for the browser to run the bank's step and then ask for the outcome
+        // (`authentication`). A repeat of this key replays the same answer.
+        _ if charge.authentication.is_some() => {
+            store::await_authentication(&mut tx, payment.id).await?;
+            let view = store::view(&mut tx, payment.id).await?;
+            return Ok((tx, Reply::json(axum::http::StatusCode::ACCEPTED, &view)?));
         }
         // Neither: the outcome is not known yet. The attempt stays pending; a retry of the
         // same key asks again, a callback settles it.

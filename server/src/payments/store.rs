@@ -45,6 +45,10 @@ pub struct PaymentView {
     pub currency: String,
     pub provider_charge_id: Option<String>,
     pub failure_code: Option<String>,
+    /// A pending payment whose bank asks the shopper to confirm it (3-D Secure, with
+    /// Stripe): the browser finishes it through
+    /// `POST /api/orders/{id}/payments/{payment_id}/authentication`.
+    pub needs_authentication: bool,
 }
 
 impl PaymentView {
@@ -58,6 +62,7 @@ impl PaymentView {
             currency: attempt.currency.clone(),
             provider_charge_id: Some(charge_id),
             failure_code: None,
+            needs_authentication: false,
         }
     }
 }
@@ -275,8 +280,9 @@ pub async fn close_never_charged(
 pub async fn view(tx: &mut PgConnection, payment_id: Uuid) -> Result<PaymentView, sqlx::Error> {
     sqlx::query_as!(
         PaymentView,
-        "SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code
-           FROM payments WHERE id = $1",
+        r#"SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code,
+                  status = 'pending' AND needs_authentication AS "needs_authentication!"
+             FROM payments WHERE id = $1"#,
         payment_id,
     )
     .fetch_one(tx)
@@ -301,11 +307,47 @@ pub async fn for_order(
     }
     let payments = sqlx::query_as!(
         PaymentView,
-        "SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code
-           FROM payments WHERE order_id = $1 ORDER BY created_at",
+        r#"SELECT id, order_id, status, amount_cents, currency, provider_charge_id, failure_code,
+                  status = 'pending' AND needs_authentication AS "needs_authentication!"
+             FROM payments WHERE order_id = $1 ORDER BY created_at"#,
         order_id,
     )
     .fetch_all(db)
     .await?;
     Ok(Some(payments))
+}
+
+/// Marks a pending attempt as waiting for the shopper's authentication.
+pub async fn await_authentication(
+    tx: &mut PgConnection,
+    payment_id: Uuid,
+) -> Result<(), sqlx::Error> {
+    sqlx::query!(
+        "UPDATE payments SET needs_authentication = true WHERE id = $1 AND status = 'pending'",
+        payment_id,
+    )
+    .execute(tx)
+    .await?;
+    Ok(())
+}
+
+/// The session's attempt `payment_id` of order `order_id`, if it is theirs.
+pub async fn attempt_of(
+    db: &PgPool,
+    session_id: &str,
+    order_id: Uuid,
+    payment_id: Uuid,
+) -> Result<Option<Attempt>, sqlx::Error> {
+    sqlx::query_as!(
+        Attempt,
+        r#"SELECT p.id, p.order_id, p.amount_cents, p.currency, p.status, p.failure_code,
+                  p.provider_intent_id, false AS "stamped_now!"
+             FROM payments p JOIN orders o ON o.id = p.order_id
+            WHERE p.id = $1 AND p.order_id = $2 AND o.session_id = $3"#,
+        payment_id,
+        order_id,
+        session_id,
+    )
+    .fetch_optional(db)
+    .await
 }

@@ -2,7 +2,11 @@
 
 use crate::helpers::{smtp::MailCatcher, *};
 
-async fn shipped_orders(app: &TestApp, n: usize) {
+fn relay(url: &str) -> server::config::SmtpRelay {
+    server::config::SmtpRelay::parse(url).unwrap()
+}
+
+pub(crate) async fn shipped_orders(app: &TestApp, n: usize) {
     app.paid_orders(n).await;
     let context = app.workers().await;
     let mut consumer = context.fulfillment().await.unwrap();
@@ -13,7 +17,7 @@ async fn shipped_orders(app: &TestApp, n: usize) {
 async fn each_confirmation_is_sent_once_over_smtp_with_a_message_id_from_its_email() {
     let catcher = MailCatcher::start().await;
     let app = spawn_chain(OnBus::Postgres, |config| {
-        config.events.smtp_url = Some(catcher.url());
+        config.events.smtp = Some(relay(&catcher.url()));
     })
     .await;
     shipped_orders(&app, 2).await;
@@ -49,7 +53,7 @@ async fn each_confirmation_is_sent_once_over_smtp_with_a_message_id_from_its_ema
 async fn a_failed_send_stays_queued_and_is_retried_later() {
     // Nothing listens on this port: every send fails.
     let app = spawn_chain(OnBus::Postgres, |config| {
-        config.events.smtp_url = Some("smtp://127.0.0.1:9".into());
+        config.events.smtp = Some(relay("smtp://127.0.0.1:9"));
     })
     .await;
     shipped_orders(&app, 1).await;
@@ -77,7 +81,7 @@ async fn a_failed_send_stays_queued_and_is_retried_later() {
 async fn an_email_being_sent_is_not_sent_by_a_second_mailer_meanwhile() {
     let catcher = MailCatcher::start_slow(std::time::Duration::from_secs(1)).await;
     let app = spawn_chain(OnBus::Postgres, |config| {
-        config.events.smtp_url = Some(catcher.url());
+        config.events.smtp = Some(relay(&catcher.url()));
     })
     .await;
     shipped_orders(&app, 1).await;

@@ -100,31 +100,6 @@ async fn a_declined_card_declines_the_attempt_and_charges_nothing() {
 }
 
 #[tokio::test]
-async fn a_card_that_asks_for_authentication_is_declined_and_its_intent_cancelled() {
-    let (app, stripe) = spawn_shop_and_stripe().await;
-    let order_id = place_order(&app).await;
-    let method = stripe.card("4000002500003155").await;
-    let response = pay_with_method(&app, &order_id, "pay-1", &method)
-        .send()
-        .await
-        .unwrap();
-    let problem = assert_problem(response, 402, "card-declined").await;
-    assert!(
-        problem["detail"]
-            .as_str()
-            .unwrap()
-            .contains("authentication_required"),
-        "{problem}"
-    );
-    let intents = stripe.intents_of_order(&order_id).await;
-    assert_eq!(intents.len(), 1);
-    assert_eq!(
-        intents[0]["status"], "canceled",
-        "it can never be charged later"
-    );
-}
-
-#[tokio::test]
 async fn a_lost_answer_resumes_the_recorded_intent_and_charges_once() {
     let (app, stripe) = spawn_shop_and_stripe().await;
     // Its webhooks go nowhere: only the retry can settle the attempt.

@@ -1,0 +1,118 @@
+//! The shopper's bank step (3-D Secure, with Stripe): `POST
+//! /api/orders/{id}/payments/{payment_id}/authentication` tells the browser what it needs for
+//! the step, and, once the bank has answered, applies what the provider says of the charge
+//! (docs/payments.md, "3-D Secure").
+//!
+//! The browser's word is never the outcome: the attempt's intent is read back from the
+//! provider, and its charge applied with the same idempotent code a callback uses. So the
+//! call is safe to repeat, and needs no Idempotency-Key: a double click, a reload, the
+//! bank's answer arriving twice, or a webhook that settled the attempt first all end in the
+//! one outcome the provider holds.
+
+use axum::{
+    extract::{Path, State},
+    http::{HeaderName, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+use once_axum::Reply;
+use serde::Serialize;
+use sqlx::PgPool;
+use uuid::Uuid;
+
+use super::{apply, reply_for, store};
+use crate::{
+    error::ApiError,
+    payment_provider::{AttemptRef, Provider, FAILED, SUCCEEDED},
+    session::Shopper,
+};
+
+/// A payment still waiting: for the shopper's bank, or for the provider.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Waiting {
+    /// `pending`.
+    #[schema(example = "pending")]
+    pub status: &'static str,
+    /// Stripe.js's `handleNextAction({clientSecret})` runs the bank's step with it; absent
+    /// when the payment waits for the provider, not the shopper.
+    pub client_secret: Option<String>,
+}
+
+/// Continue a payment the shopper's bank must confirm
+///
+/// Answers 202 with the `client_secret` Stripe.js needs while the bank waits for the
+/// shopper; once the bank has answered, the payment's outcome as `pay_order` answers it
+/// (201 paid, 402 declined). Safe to repeat: the outcome is read from the provider.
+#[utoipa::path(
+    post,
+    path = "/orders/{id}/payments/{payment_id}/authentication",
+    operation_id = "continue_authentication",
+    tag = "payments",
+    params(
+        ("id" = Uuid, Path, description = "The order."),
+        ("payment_id" = Uuid, Path, description = "Its payment attempt."),
+    ),
+    responses(
+        (status = 201, description = "The payment succeeded; the order is paid.", body = super::store::PaymentView),
+        (status = 202, description = "Still waiting, for the shopper's bank or the provider.", body = Waiting),
+    ),
+    security(("session" = [])),
+    extensions(("x-problems" = json!(["not-found", "card-declined", "order-not-payable", "payment-closed"]))),
+)]
+pub(super) async fn authentication(
+    State(db): State<PgPool>,
+    State(provider): State<Provider>,
+    shopper: Shopper,
+    Path((id, payment_id)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let parse = |s: &str| Uuid::parse_str(s).map_err(|_| ApiError::NotFound);
+    let (order_id, payment_id) = (parse(&id)?, parse(&payment_id)?);
+    let attempt = store::attempt_of(&db, &shopper.id, order_id, payment_id)
+        .await?
+        .ok_or(ApiError::NotFound)?;
+    if attempt.status == "pending" {
+        let asked = AttemptRef {
+            payment_id,
+            intent_id: attempt.provider_intent_id.as_deref(),
+        };
+        let charge = provider.current_charge(&asked).await?;
+        let mut tx = db.begin().await?;
+        match charge {
+            Some(charge) if charge.status == SUCCEEDED => {
+                apply::charge_succeeded(&mut tx, payment_id, &apply::ChargeFacts::of(&charge))
+                    .await?;
+            }
+            Some(charge) if charge.status == FAILED => {
+                let code = charge.failure_code.as_deref().unwrap_or("declined");
+                apply::charge_failed(&mut tx, payment_id, Some(&charge.id), code).await?;
+            }
+            waiting => {
+                let client_secret = waiting.and_then(|c| c.authentication);
+                let body = Waiting {
+                    status: "pending",
+                    client_secret,
+                };
+                return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
+            }
+        }
+        let reply = reply_for(&mut tx, payment_id).await?;
+        tx.commit().await?;
+        return Ok(respond(reply));
+    }
+    let mut tx = db.begin().await?;
+    Ok(respond(reply_for(&mut tx, payment_id).await?))
+}
+
+/// The outcome as `pay_order` answers it, sent once (nothing here is stored with a key).
+fn respond(reply: Reply) -> Response {
+    let mut response = (reply.status, reply.body).into_response();
+    for (name, value) in reply.headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(&value),
+        ) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
