@@ -1,6 +1,7 @@
 // With Stripe (docs/payments.md, "Going live with Stripe"): mounts Stripe.js's card field
 // into the payment form's #card-element, and lets the form turn the card into a
-// PaymentMethod. The card goes from this page to Stripe; the shop receives only its id.
+// PaymentMethod and run the bank's step when the bank asks for one. The card goes from
+// this page to Stripe; the shop receives only its id.
 (function () {
   'use strict';
   var field = document.getElementById('card-element');
@@ -35,6 +36,24 @@
         }, 30000);
       });
       return Promise.race([made, late]);
+    };
+    // 3-D Secure (docs/payments.md, "3-D Secure"): the shop says what the bank's step needs,
+    // Stripe.js runs it, and the shop then reads the outcome from Stripe, never from this
+    // page. Resolves with the shop's last answer, {status, body}.
+    window.onceBankStep = function (orderId, paymentId) {
+      var url = '/api/orders/' + orderId + '/payments/' + paymentId + '/authentication';
+      function ask() {
+        return fetch(url, { method: 'POST', credentials: 'same-origin' }).then(function (r) {
+          return r.json().catch(function () { return {}; }).then(function (body) {
+            return { status: r.status, body: body };
+          });
+        });
+      }
+      return ask().then(function (first) {
+        if (first.status !== 202 || !first.body.client_secret) return first;
+        // Whatever the bank answers (or an error of Stripe.js), the shop asks Stripe.
+        return stripe.handleNextAction({ clientSecret: first.body.client_secret }).then(ask, ask);
+      });
     };
   }
   mount();

@@ -144,13 +144,23 @@ pub async fn get_checkout() -> Result<Checkout, ServerFnError> {
 #[server(prefix = "/_fn", endpoint = "get_order")]
 pub async fn get_order(id: String) -> Result<Option<OrderPage>, ServerFnError> {
     let backend = crate::backend::backend()?;
-    let order = find_order(&id).await?;
-    Ok(order.map(|order| OrderPage {
+    let Some(order) = find_order(&id).await? else {
+        return Ok(None);
+    };
+    let awaiting_bank = match order.status {
+        domain::OrderStatus::PendingPayment => backend
+            .payment_awaiting_bank(crate::backend::session().await?, order.id)
+            .await
+            .map_err(failed)?,
+        _ => None,
+    };
+    Ok(Some(OrderPage {
         order,
         pay_key: backend.fresh_key(),
         cancel_key: backend.fresh_key(),
         key_retention_secs: backend.key_retention_secs(),
         card_entry: backend.card_entry(),
+        awaiting_bank,
     }))
 }
 

@@ -63,6 +63,12 @@ pub trait ShopBackend: Send + Sync + 'static {
         id: uuid::Uuid,
     ) -> BoxFuture<'_, Result<Option<Order>, BackendError>>;
     fn orders(&self, session: Session) -> BoxFuture<'_, Result<Vec<Order>, BackendError>>;
+    /// The order's payment attempt that waits for the shopper's bank (3-D Secure), if any.
+    fn payment_awaiting_bank(
+        &self,
+        session: Session,
+        order_id: uuid::Uuid,
+    ) -> BoxFuture<'_, Result<Option<uuid::Uuid>, BackendError>>;
 }
 
 #[derive(Clone)]

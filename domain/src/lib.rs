@@ -91,6 +91,10 @@ pub struct OrderPage {
     pub key_retention_secs: u64,
     /// How the card is taken: by the server (the sandbox), or by Stripe.js in the browser.
     pub card_entry: CardEntry,
+    /// The payment attempt waiting for the shopper's bank (3-D Secure), if any: the page
+    /// offers to continue it.
+    #[serde(default)]
+    pub awaiting_bank: Option<uuid::Uuid>,
 }
 
 /// How the payment form takes the card (docs/payments.md, "Going live with Stripe").

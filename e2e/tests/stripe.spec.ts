@@ -3,7 +3,8 @@
 // the page to Stripe.js, and the shop receives only the payment method Stripe made.
 import { spawn, ChildProcess } from 'node:child_process';
 import http from 'node:http';
-import { test, expect, hydrated, PAY_PATH, placeOrder } from '../support/shop';
+import type { Page } from '@playwright/test';
+import { test, expect, hydrated, PAY_PATH, placeOrder, recordPosts } from '../support/shop';
 import { freePort, freshDatabaseName, startServer, stopServer, RunningServer } from '../support/server';
 
 const LOCALSTRIPE = process.env.LOCALSTRIPE ?? '/opt/localstripe/bin/localstripe';
@@ -27,12 +28,20 @@ const CREATE_PAYMENT_METHOD = `createPaymentMethod: async (data) => {
       return response.ok && !res.error ? { paymentMethod: res } : { error: res.error || { message: 'refused' } };
     },`;
 
+/** localstripe's Stripe.js has no `handleNextAction`; its `confirmCardPayment` runs the same
+ * bank step for an intent that waits for it (a dialog with "Complete authentication" and
+ * "Fail authentication", then localstripe's `_authenticate`), so this one hands it on. */
+const HANDLE_NEXT_ACTION = `handleNextAction: async function (options) {
+      return this.confirmCardPayment(options.clientSecret);
+    },`;
+
 /** Serves localstripe at another port, standing in for what it lacks of Stripe:
  * - its Stripe.js with one name changed, since the fake declares a top-level
  *   `class Element`, which shadows the DOM's `Element` for every script of the page
  *   (wasm-bindgen's casts among them) and breaks hydration; Stripe's own script declares no
  *   such global;
- * - a `createPaymentMethod` that works ({@link CREATE_PAYMENT_METHOD});
+ * - a `createPaymentMethod` that works ({@link CREATE_PAYMENT_METHOD}), and a
+ *   `handleNextAction` ({@link HANDLE_NEXT_ACTION});
  * - `POST /v1/payment_methods` with a publishable key, as Stripe takes it from browsers
  *   (localstripe takes only a secret key there).
  * Everything else is passed to localstripe as it is. */
@@ -44,7 +53,7 @@ async function serveStripeJs(): Promise<string> {
       const script = original
         .replace(/\bclass Element\b/, 'class LocalstripeElement')
         .replace(/new Element\(/g, 'new LocalstripeElement(')
-        .replace('createPaymentMethod: async () => {},', CREATE_PAYMENT_METHOD);
+        .replace('createPaymentMethod: async () => {},', CREATE_PAYMENT_METHOD + HANDLE_NEXT_ACTION);
       response.writeHead(200, { 'content-type': 'text/javascript' });
       response.end(script);
       return;
@@ -89,6 +98,7 @@ test.beforeAll(async () => {
   });
   const hook = new URLSearchParams({ url: `${shop.baseURL}/webhooks/stripe`, secret: WEBHOOK_SECRET });
   hook.append('events[]', 'payment_intent.succeeded');
+  hook.append('events[]', 'payment_intent.payment_failed');
   await fetch(`${stripeURL}/_config/webhooks/once`, {
     method: 'POST',
     headers: { authorization: 'Bearer sk_test_e2e' },
@@ -159,6 +169,87 @@ test('a double click on "Pay" asks Stripe for one payment method and pays once',
   await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
   expect(tokens).toHaveLength(1);
   expect(pays).toHaveLength(1);
+});
+
+/** Types `number` into Stripe.js's card field. */
+async function typeCard(page: Page, number: string) {
+  const field = page.getByTestId('card-element');
+  await field.getByPlaceholder('number').fill(number);
+  await field.getByPlaceholder('exp_month').fill('12');
+  await field.getByPlaceholder('exp_year').fill('34');
+  await field.getByPlaceholder('cvc').fill('123');
+}
+
+/** The statuses of the order's intents at localstripe. */
+async function intentsOf(orderId: string): Promise<string[]> {
+  const intents = await (await fetch(`${stripeURL}/v1/payment_intents`, { headers: { authorization: 'Bearer sk_test_e2e' } })).json();
+  return intents.data.filter((pi: any) => pi.metadata.order_id === orderId).map((pi: any) => pi.status);
+}
+
+/** 3-D Secure cards: localstripe's Stripe.js plays the bank in a dialog on the page. */
+const BANK_ASKS = '4000002500003155';
+const BANK_ALWAYS_ASKS = '4000000000003220';
+
+test.describe('3-D Secure', () => {
+  test('a payment the bank confirms is paid once, after a double click', async ({ page }) => {
+    const orderId = await placeOrder(page, shop.baseURL);
+    const pays = recordPosts(page, PAY_PATH);
+    await page.goto(`${shop.baseURL}/orders/${orderId}`);
+    await hydrated(page);
+    await typeCard(page, BANK_ASKS);
+    await page.getByRole('button', { name: 'Pay' }).dblclick();
+    await expect(page.getByTestId('bank-status')).toContainText('Your bank asks you to confirm this payment');
+    await page.screenshot({ path: test.info().outputPath('bank-step.png'), fullPage: true });
+    await page.getByRole('button', { name: 'Complete authentication' }).click();
+
+    await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+    expect(pays).toHaveLength(1);
+    expect(await intentsOf(orderId)).toEqual(['succeeded']);
+  });
+
+  test('a payment the bank refuses says so, charges nothing, and another card pays', async ({ page }) => {
+    const orderId = await placeOrder(page, shop.baseURL);
+    await page.goto(`${shop.baseURL}/orders/${orderId}`);
+    await hydrated(page);
+    await typeCard(page, BANK_ALWAYS_ASKS);
+    await page.getByRole('button', { name: 'Pay' }).click();
+    await page.getByRole('button', { name: 'Fail authentication' }).click();
+
+    await expect(page.getByTestId('bank-status').getByRole('alert')).toContainText('Your bank did not confirm this payment');
+    await expect(page.getByTestId('order-status')).toHaveText('Pending payment');
+    await expect(page.getByTestId('bank-continue')).toHaveCount(0);
+    await typeCard(page, CARD);
+    await page.getByRole('button', { name: 'Pay' }).click();
+    await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+    expect((await intentsOf(orderId)).sort()).toEqual(['requires_payment_method', 'succeeded']);
+  });
+
+  test('a reload in the middle of the bank step offers to continue it, and it pays once', async ({ page, browser }) => {
+    const orderId = await placeOrder(page, shop.baseURL);
+    await page.goto(`${shop.baseURL}/orders/${orderId}`);
+    await hydrated(page);
+    await typeCard(page, BANK_ASKS);
+    await page.getByRole('button', { name: 'Pay' }).click();
+    await expect(page.getByRole('button', { name: 'Complete authentication' })).toBeVisible();
+
+    // The same shopper without scripts is told what the step needs.
+    const noScripts = await browser.newContext({ javaScriptEnabled: false, storageState: await page.context().storageState() });
+    const plain = await noScripts.newPage();
+    await plain.goto(`${shop.baseURL}/orders/${orderId}`);
+    await expect(plain.getByTestId('bank-waiting')).toHaveText('Your bank asks you to confirm this payment.');
+    await expect(plain.locator('.error', { hasText: 'needs JavaScript' }).first()).toBeVisible();
+    await plain.screenshot({ path: test.info().outputPath('bank-step-no-script.png'), fullPage: true });
+    await noScripts.close();
+
+    const pays = recordPosts(page, PAY_PATH);
+    await page.reload();
+    await hydrated(page);
+    await page.getByRole('button', { name: 'Continue with your bank' }).click();
+    await page.getByRole('button', { name: 'Complete authentication' }).click();
+    await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
+    expect(pays).toHaveLength(0);
+    expect(await intentsOf(orderId)).toEqual(['succeeded']);
+  });
 });
 
 test.describe('without JavaScript', () => {

@@ -22,7 +22,7 @@ use domain::{details::DetailsDraft, CardEntry, Cart, Checkout, Order, Product};
 
 use crate::{
     assets, cart, catalog, checkout_details, config::ProviderChoice, orders, page_deadline,
-    refusals, session, state::AppState,
+    payments, refusals, session, state::AppState,
 };
 
 /// The page routes and server functions, with the backend in every request's context; any
@@ -245,6 +245,26 @@ impl ShopBackend for ServerBackend {
             orders::store::for_session(&self.db, &session_id.to_string())
                 .await
                 .map_err(storage)
+        })
+    }
+
+    fn payment_awaiting_bank(
+        &self,
+        session: Session,
+        order_id: Uuid,
+    ) -> BoxFuture<'_, Result<Option<Uuid>, BackendError>> {
+        Box::pin(async move {
+            let Some(session_id) = session.id() else {
+                return Ok(None);
+            };
+            let payments = payments::store::for_order(&self.db, &session_id.to_string(), order_id)
+                .await
+                .map_err(storage)?;
+            Ok(payments
+                .into_iter()
+                .flatten()
+                .find(|p| p.needs_authentication)
+                .map(|p| p.id))
         })
     }
 }

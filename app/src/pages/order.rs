@@ -13,6 +13,7 @@ use domain::{
 };
 use once_leptos::{pause, use_submit_once, KeyOwner, Messages, Options, Problem};
 
+mod bank;
 mod pay;
 use pay::PayForm;
 
@@ -54,6 +55,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         cancel_key,
         key_retention_secs,
         card_entry,
+        awaiting_bank,
     } = page;
     let Order {
         id,
@@ -83,6 +85,7 @@ fn OrderDetails(page: OrderPageData) -> impl IntoView {
         cancel_key,
         key_retention_secs,
         card_entry,
+        awaiting_bank,
     });
     view! {
         <Title text=format!("Order {order_no} · Once")/>
@@ -141,6 +144,7 @@ struct Payable {
     cancel_key: String,
     key_retention_secs: u64,
     card_entry: CardEntry,
+    awaiting_bank: Option<Uuid>,
 }
 
 /// The order as it is now: polled while its payment settles and fulfillment runs.
@@ -185,9 +189,9 @@ fn OrderLive(
             </span>
         </p>
         {children()}
-        {pay.map(|Payable { pay_key, cancel_key, key_retention_secs, card_entry }| view! {
+        {pay.map(|Payable { pay_key, cancel_key, key_retention_secs, card_entry, awaiting_bank }| view! {
             <Show when=awaiting_payment>
-                <PayForm order_id pay_key=pay_key.clone() key_retention_secs card_entry=card_entry.clone() live/>
+                <PayForm order_id pay_key=pay_key.clone() key_retention_secs card_entry=card_entry.clone() awaiting_bank live/>
                 <CancelForm order_id cancel_key=cancel_key.clone() key_retention_secs live/>
             </Show>
         })}

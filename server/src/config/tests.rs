@@ -290,8 +290,14 @@ fn a_password_never_goes_to_a_relay_in_clear() {
         assert!(config(&[("SMTP_URL", url)]).is_ok(), "{url}");
     }
     for (url, says) in [
-        ("smtp://mail.example.com?tls=opportunistic", "tls=opportunistic"),
-        ("smtp://mail.example.com?tls=required&tls=required", "one setting"),
+        (
+            "smtp://mail.example.com?tls=opportunistic",
+            "tls=opportunistic",
+        ),
+        (
+            "smtp://mail.example.com?tls=required&tls=required",
+            "one setting",
+        ),
         ("smtp://mail.example.com?port=2", "`port`"),
         ("http://mail.example.com", "not http://"),
         ("smtps://shop:secret@", "SMTP_URL"),

@@ -35,6 +35,7 @@ pub struct Waiting {
     pub status: &'static str,
     /// Stripe.js's `handleNextAction({clientSecret})` runs the bank's step with it; absent
     /// when the payment waits for the provider, not the shopper.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub client_secret: Option<String>,
 }
 

@@ -30,11 +30,25 @@ use crate::payment_provider::{AttemptRef, Provider, FAILED, SUCCEEDED};
 /// The failure code of an attempt closed because the provider never charged it.
 pub const NOT_CHARGED: &str = "not_charged";
 
+/// How long an attempt waiting for the shopper's bank (3-D Secure) is left to the shopper
+/// before it counts as abandoned: a bank's step takes minutes (a code by text message, an
+/// app to open), far longer than the grace a charge call needs (docs/payments.md, "3-D
+/// Secure").
+pub const BANK_STEP_WINDOW: Duration = Duration::from_secs(15 * 60);
+
 /// The timings that decide whether a blocking attempt may be settled.
 #[derive(Clone, Copy, Debug)]
 pub struct SettleRules {
     pub lease: Duration,
     pub grace: Duration,
+}
+
+impl SettleRules {
+    /// How long an attempt must be quiet: the grace, or the bank's step when it waits for
+    /// one (never shorter than the grace).
+    pub fn quiet_for(&self) -> (Duration, Duration) {
+        (self.grace, self.grace.max(BANK_STEP_WINDOW))
+    }
 }
 
 /// Settles the order's abandoned pending attempt, if it can be; `PaymentInProgress` while
@@ -46,7 +60,7 @@ pub async fn abandoned_attempt(
     order_id: Uuid,
     rules: SettleRules,
 ) -> Result<(), ApiError> {
-    let Some(blocker) = store::blocker(db, order_id, rules.lease, rules.grace).await? else {
+    let Some(blocker) = store::blocker(db, order_id, rules.lease, rules.quiet_for()).await? else {
         return Ok(()); // settled meanwhile
     };
     if blocker.running || !blocker.quiet {

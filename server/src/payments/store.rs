@@ -191,19 +191,24 @@ pub struct Blocker {
     pub quiet: bool,
 }
 
+/// `grace` is how long an attempt must be quiet; `bank_step` how long, when it waits for
+/// the shopper's bank.
 pub async fn blocker(
     db: &PgPool,
     order_id: Uuid,
     lease: Duration,
-    grace: Duration,
+    (grace, bank_step): (Duration, Duration),
 ) -> Result<Option<Blocker>, sqlx::Error> {
-    // The millisecond count is bigint, as bound (Postgres alone would infer a float).
+    // The millisecond counts are bigint, as bound (Postgres alone would infer a float).
     let pending = sqlx::query!(
         r#"SELECT p.id, p.idempotency_scope, p.idempotency_key, p.provider_intent_id,
-                coalesce(p.charge_requested_at, p.created_at) < now() - $2::bigint * interval '1 millisecond' AS "quiet!"
+                coalesce(p.charge_requested_at, p.created_at) < now()
+                  - CASE WHEN p.needs_authentication THEN $3::bigint ELSE $2::bigint END
+                    * interval '1 millisecond' AS "quiet!"
            FROM payments p WHERE p.order_id = $1 AND p.status = 'pending'"#,
         order_id,
         (grace.as_millis() as i64),
+        (bank_step.as_millis() as i64),
     )
     .fetch_optional(db)
     .await?;

@@ -15,13 +15,18 @@ impl Reconciler {
     /// it reports is applied, no charge closes the attempt as failed, so its order is
     /// payable again; a late retry of the attempt cannot charge on it any more.
     pub(super) async fn settle_stranded(&self, run_id: Uuid) -> Result<usize, ApiError> {
-        // The millisecond count is bigint, as bound (Postgres alone would infer a float).
+        // The millisecond counts are bigint, as bound (Postgres alone would infer a float).
+        // An attempt waiting for the shopper's bank is left to them for longer.
+        let (grace, bank_step) = self.rules.quiet_for();
         let stranded = sqlx::query!(
             "SELECT id, order_id FROM payments
               WHERE status = 'pending'
-                AND coalesce(charge_requested_at, created_at) < now() - $1::bigint * interval '1 millisecond'
+                AND coalesce(charge_requested_at, created_at) < now()
+                  - CASE WHEN needs_authentication THEN $2::bigint ELSE $1::bigint END
+                    * interval '1 millisecond'
               ORDER BY created_at LIMIT 200",
-            (self.rules.grace.as_millis() as i64),
+            (grace.as_millis() as i64),
+            (bank_step.as_millis() as i64),
         )
         .fetch_all(&self.db)
         .await?;

@@ -252,7 +252,7 @@ async fn an_attempt_stamped_by_a_charge_call_is_never_closed_as_never_charged() 
     let grace = std::time::Duration::from_millis(1000);
     // Quiet for long: a settling intent decided, from what it saw, to close it…
     backdate_attempt(&app, &payment_id.to_string(), 1).await;
-    let seen = store::blocker(&app.db, order_id.parse().unwrap(), grace, grace)
+    let seen = store::blocker(&app.db, order_id.parse().unwrap(), grace, (grace, grace))
         .await
         .unwrap()
         .unwrap();

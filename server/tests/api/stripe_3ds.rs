@@ -78,7 +78,9 @@ async fn a_payment_the_bank_confirms_is_paid_once_however_often_its_steps_repeat
 
     let (status, waiting) = continue_authentication(&app, &order_id, &payment_id).await;
     assert_eq!(status, 202, "{waiting}");
-    let secret = waiting["client_secret"].as_str().expect("the client secret");
+    let secret = waiting["client_secret"]
+        .as_str()
+        .expect("the client secret");
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
 
     assert_eq!(bank_answers(&stripe, secret, true).await, 200);
@@ -94,7 +96,11 @@ async fn a_payment_the_bank_confirms_is_paid_once_however_often_its_steps_repeat
     assert_eq!(app.order_status(&order_id).await, "paid");
     assert_eq!(stripe.charged(&order_id).await, 1);
     assert_eq!(stripe.intents_of_order(&order_id).await.len(), 1);
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -112,7 +118,10 @@ async fn a_payment_the_bank_refuses_is_declined_and_the_order_can_be_paid_again(
     assert_eq!(status, 402, "{problem}");
     assert!(problem["type"].as_str().unwrap().ends_with("card-declined"));
     assert!(
-        problem["detail"].as_str().unwrap().contains("bank did not confirm"),
+        problem["detail"]
+            .as_str()
+            .unwrap()
+            .contains("bank did not confirm"),
         "{problem}"
     );
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
@@ -143,7 +152,11 @@ async fn a_webhook_before_the_browser_returns_settles_it_and_the_browser_sees_th
     let (status, paid) = continue_authentication(&app, &order_id, payment_id).await;
     assert_eq!((status, &paid["status"]), (201, &Value::from("succeeded")));
     assert_eq!(stripe.charged(&order_id).await, 1);
-    assert_eq!(app.count_where("outbox_events", "event_type = 'order.paid'").await, 1);
+    assert_eq!(
+        app.count_where("outbox_events", "event_type = 'order.paid'")
+            .await,
+        1
+    );
 }
 
 #[tokio::test]
@@ -154,6 +167,17 @@ async fn a_shopper_who_never_returns_is_settled_and_a_late_bank_answer_charges_n
     let payment_id = payment["id"].as_str().unwrap();
     let (_, waiting) = continue_authentication(&app, &order_id, payment_id).await;
     let secret = waiting["client_secret"].as_str().unwrap().to_owned();
+    // Minutes at the bank, past the settle grace but within the bank's step: another card
+    // does not take the shopper's step away.
+    sqlx::query("UPDATE payments SET charge_requested_at = now() - interval '5 minutes', created_at = now() - interval '5 minutes'")
+        .execute(&app.db)
+        .await
+        .unwrap();
+    let meanwhile = pay_with_method(&app, &order_id, "pay-meanwhile", PM_VISA)
+        .send()
+        .await
+        .unwrap();
+    assert_problem(meanwhile, 409, "payment-in-progress").await;
     // The shopper left at the bank's page; long after, they pay with another card.
     sqlx::query("UPDATE payments SET charge_requested_at = now() - interval '1 day', created_at = now() - interval '1 day'")
         .execute(&app.db)

@@ -5,7 +5,10 @@
 use leptos::prelude::*;
 use uuid::Uuid;
 
-use super::{follow, Live};
+use super::{
+    bank::{BankStep, BankStepView},
+    follow, Live,
+};
 use crate::components::status_line::StatusLine;
 use domain::CardEntry;
 use once_leptos::{use_submit_once, KeyOwner, Messages, Options, Problem};
@@ -23,8 +26,10 @@ pub(super) fn PayForm(
     pay_key: String,
     key_retention_secs: u64,
     card_entry: CardEntry,
+    awaiting_bank: Option<Uuid>,
     live: Live,
 ) -> impl IntoView {
+    let bank = BankStep::new(awaiting_bank);
     let card = RwSignal::new(TEST_CARD.to_owned());
     let stripe_key = match &card_entry {
         CardEntry::StripeJs {
@@ -58,7 +63,10 @@ pub(super) fn PayForm(
     };
     let submit = use_submit_once(
         options,
-        move |_payment: serde_json::Value, _| leptos::task::spawn_local(follow(order_id, live)),
+        move |payment: serde_json::Value, _| match awaits_bank(&payment) {
+            Some(payment_id) => bank.start(order_id, payment_id, live),
+            None => leptos::task::spawn_local(follow(order_id, live)),
+        },
         move |problem: Problem, _| {
             // Another tab's payment, or the order settled meanwhile: show what it becomes.
             if matches!(
@@ -146,6 +154,7 @@ pub(super) fn PayForm(
             </button>
         </form>
         <StatusLine status=submit.status testid="pay-status"/>
+        <BankStepView step=bank order_id live/>
         {move || card_error.get().map(|why| view! {
             <p class="error" role="alert" data-testid="card-error">{why}</p>
         })}
@@ -179,4 +188,15 @@ async fn stripe_payment_method() -> Result<String, String> {
     }
     #[cfg(not(feature = "hydrate"))]
     Err("Paying by card needs the page's scripts.".to_owned())
+}
+
+/// The payment the bank must confirm, when the payment's answer says so (202 with
+/// `needs_authentication`).
+fn awaits_bank(payment: &serde_json::Value) -> Option<Uuid> {
+    if payment["needs_authentication"] != true {
+        return None;
+    }
+    payment["id"]
+        .as_str()
+        .and_then(|id| Uuid::parse_str(id).ok())
 }

@@ -62,7 +62,9 @@ impl Relay {
         let keep = taken.clone();
         tokio::spawn(async move {
             while let Ok(Some(line)) = lines.next_line().await {
-                keep.lock().unwrap().push(serde_json::from_str(&line).unwrap());
+                keep.lock()
+                    .unwrap()
+                    .push(serde_json::from_str(&line).unwrap());
             }
         });
         Self {
