@@ -56,7 +56,7 @@ impl BankStep {
         leptos::task::spawn_local(async move {
             let answer = run_with_stripe_js(order_id, payment_id).await;
             // The page is gone (the shopper moved on): nothing to show.
-            if self.running.try_set(false).is_none() {
+            if self.running.try_set(false).is_some() {
                 return;
             }
             self.show(answer, order_id, live);
