@@ -200,6 +200,8 @@ test.describe('3-D Secure', () => {
     await page.getByRole('button', { name: 'Pay' }).dblclick();
     await expect(page.getByTestId('bank-status')).toContainText('Your bank asks you to confirm this payment');
     await page.screenshot({ path: test.info().outputPath('bank-step.png'), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await page.screenshot({ path: test.info().outputPath('bank-step-phone.png'), fullPage: true });
     await page.getByRole('button', { name: 'Complete authentication' }).click();
 
     await expect(page.getByTestId('order-status')).toHaveText(/^(Paid|Fulfilled)$/);
