@@ -42,8 +42,16 @@
     // page. Resolves with the shop's last answer, {status, body}.
     window.onceBankStep = function (orderId, paymentId) {
       var url = '/api/orders/' + orderId + '/payments/' + paymentId + '/authentication';
-      function ask() {
+      // The shop asks Stripe at most once a second per payment: a 429 is asked again.
+      function ask(tries) {
+        tries = tries || 0;
         return fetch(url, { method: 'POST', credentials: 'same-origin' }).then(function (r) {
+          if (r.status === 429 && tries < 5) {
+            var wait = (Number(r.headers.get('retry-after')) || 1) * 1000;
+            return new Promise(function (done) { setTimeout(done, wait); }).then(function () {
+              return ask(tries + 1);
+            });
+          }
           return r.json().catch(function () { return {}; }).then(function (body) {
             return { status: r.status, body: body };
           });
@@ -52,7 +60,8 @@
       return ask().then(function (first) {
         if (first.status !== 202 || !first.body.client_secret) return first;
         // Whatever the bank answers (or an error of Stripe.js), the shop asks Stripe.
-        return stripe.handleNextAction({ clientSecret: first.body.client_secret }).then(ask, ask);
+        var again = function () { return ask(); };
+        return stripe.handleNextAction({ clientSecret: first.body.client_secret }).then(again, again);
       });
     };
   }

@@ -1,10 +1,11 @@
 """A mail relay for the mailer's TLS tests: aiosmtpd, a real SMTP server, that demands TLS
 and a login before it takes a message, as a provider's submission port does.
 
-    smtp-relay.py PORT CERT_PEM KEY_PEM starttls|implicit USER PASSWORD
+    smtp-relay.py PORT CERT_PEM KEY_PEM starttls|implicit|clear USER PASSWORD
 
 With `starttls` it listens for plain SMTP and refuses MAIL and AUTH before STARTTLS (port
-587); with `implicit` the connection is TLS from its first byte (port 465). It prints
+587); with `implicit` the connection is TLS from its first byte (port 465); `clear` offers
+no STARTTLS and takes the login in clear, as a relay whose offer an attacker stripped. It prints
 `ready` once it listens, then one JSON line per message it took: the login that sent it,
 whether the connection was encrypted, the envelope and the message's text.
 """
@@ -58,9 +59,11 @@ def main():
         controller = Controller(
             Keep(), tls_context=tls, require_starttls=True, auth_require_tls=True, **common
         )
-    else:
+    elif mode == "implicit":
         # The whole connection is TLS: no STARTTLS to wait for before a login.
         controller = Controller(Keep(), ssl_context=tls, auth_require_tls=False, **common)
+    else:
+        controller = Controller(Keep(), auth_require_tls=False, **common)
     controller.start()
     print("ready", flush=True)
     try:

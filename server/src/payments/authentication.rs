@@ -20,7 +20,10 @@ use serde::Serialize;
 use sqlx::PgPool;
 use uuid::Uuid;
 
-use super::{apply, reply_for, store};
+use super::{
+    apply, reply_for,
+    store::{self, AuthenticationTurn},
+};
 use crate::{
     error::ApiError,
     payment_provider::{AttemptRef, Provider, FAILED, SUCCEEDED},
@@ -43,7 +46,8 @@ pub struct Waiting {
 ///
 /// Answers 202 with the `client_secret` Stripe.js needs while the bank waits for the
 /// shopper; once the bank has answered, the payment's outcome as `pay_order` answers it
-/// (201 paid, 402 declined). Safe to repeat: the outcome is read from the provider.
+/// (201 paid, 402 declined). Safe to repeat: the outcome is read from the provider, at
+/// most once a second per payment (429 `authentication-checked-recently` in between).
 #[utoipa::path(
     post,
     path = "/orders/{id}/payments/{payment_id}/authentication",
@@ -58,7 +62,10 @@ pub struct Waiting {
         (status = 202, description = "Still waiting, for the shopper's bank or the provider.", body = Waiting),
     ),
     security(("session" = [])),
-    extensions(("x-problems" = json!(["not-found", "card-declined", "order-not-payable", "payment-closed"]))),
+    extensions(("x-problems" = json!([
+        "not-found", "card-declined", "order-not-payable", "payment-closed",
+        "authentication-checked-recently"
+    ]))),
 )]
 pub(super) async fn authentication(
     State(db): State<PgPool>,
@@ -71,37 +78,62 @@ pub(super) async fn authentication(
     let attempt = store::attempt_of(&db, &shopper.id, order_id, payment_id)
         .await?
         .ok_or(ApiError::NotFound)?;
-    if attempt.status == "pending" {
-        let asked = AttemptRef {
-            payment_id,
-            intent_id: attempt.provider_intent_id.as_deref(),
-        };
-        let charge = provider.current_charge(&asked).await?;
+    if attempt.status != "pending" {
         let mut tx = db.begin().await?;
-        match charge {
-            Some(charge) if charge.status == SUCCEEDED => {
-                apply::charge_succeeded(&mut tx, payment_id, &apply::ChargeFacts::of(&charge))
-                    .await?;
+        return Ok(respond(reply_for(&mut tx, payment_id).await?));
+    }
+    match store::authentication_turn(&db, payment_id).await? {
+        // Nothing the shopper can do: the callback or the settle ends it.
+        AuthenticationTurn::NotWaiting => return Ok(waiting(None)),
+        AuthenticationTurn::TooSoon => {
+            return Err(ApiError::TooManyRequests {
+                problem: "authentication-checked-recently",
+                detail: "this payment's bank step was looked up less than a second ago; \
+                         nothing was done"
+                    .to_owned(),
+                retry_after_secs: 1,
+            })
+        }
+        AuthenticationTurn::Taken => {}
+    }
+    let asked = AttemptRef {
+        payment_id,
+        intent_id: attempt.provider_intent_id.as_deref(),
+    };
+    let charge = match provider.current_charge(&asked).await? {
+        Some(charge) if charge.status == SUCCEEDED || charge.status == FAILED => charge,
+        waits => return Ok(waiting(waits.and_then(|c| c.authentication))),
+    };
+    let mut tx = db.begin().await?;
+    if charge.status == SUCCEEDED {
+        apply::charge_succeeded(&mut tx, payment_id, &apply::ChargeFacts::of(&charge)).await?;
+    } else {
+        // The browser holds the intent's client secret, with which a refused intent could be
+        // confirmed again with another card: it is cancelled before the refusal is applied.
+        // Should the intent have succeeded meanwhile, that is what is applied.
+        let stopped = provider.final_charges(&asked).await?;
+        match stopped.iter().find(|c| c.status == SUCCEEDED) {
+            Some(paid) => {
+                apply::charge_succeeded(&mut tx, payment_id, &apply::ChargeFacts::of(paid)).await?;
             }
-            Some(charge) if charge.status == FAILED => {
+            None => {
                 let code = charge.failure_code.as_deref().unwrap_or("declined");
                 apply::charge_failed(&mut tx, payment_id, Some(&charge.id), code).await?;
             }
-            waiting => {
-                let client_secret = waiting.and_then(|c| c.authentication);
-                let body = Waiting {
-                    status: "pending",
-                    client_secret,
-                };
-                return Ok((StatusCode::ACCEPTED, Json(body)).into_response());
-            }
         }
-        let reply = reply_for(&mut tx, payment_id).await?;
-        tx.commit().await?;
-        return Ok(respond(reply));
     }
-    let mut tx = db.begin().await?;
-    Ok(respond(reply_for(&mut tx, payment_id).await?))
+    let reply = reply_for(&mut tx, payment_id).await?;
+    tx.commit().await?;
+    Ok(respond(reply))
+}
+
+/// 202: the payment still waits, with what the bank's step needs when it waits for that.
+fn waiting(client_secret: Option<String>) -> Response {
+    let body = Waiting {
+        status: "pending",
+        client_secret,
+    };
+    (StatusCode::ACCEPTED, Json(body)).into_response()
 }
 
 /// The outcome as `pay_order` answers it, sent once (nothing here is stored with a key).

@@ -356,3 +356,41 @@ pub async fn attempt_of(
     .fetch_optional(db)
     .await
 }
+
+/// Whether the continue route may ask the provider about `payment_id`'s bank step now.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AuthenticationTurn {
+    /// The attempt waits for the bank, and this call took its turn.
+    Taken,
+    /// The attempt waits for the bank, and it was asked about less than a second ago.
+    TooSoon,
+    /// The attempt waits for no bank: nothing to ask.
+    NotWaiting,
+}
+
+/// Takes the attempt's turn to ask the provider about its bank step: one ask a second.
+pub async fn authentication_turn(
+    db: &PgPool,
+    payment_id: Uuid,
+) -> Result<AuthenticationTurn, sqlx::Error> {
+    // The outer SELECT reads the row as it was before the UPDATE (one snapshot).
+    let turn = sqlx::query!(
+        r#"WITH turn AS (
+             UPDATE payments SET authentication_checked_at = now()
+              WHERE id = $1 AND status = 'pending' AND needs_authentication
+                AND (authentication_checked_at IS NULL
+                     OR authentication_checked_at <= now() - interval '1 second')
+          RETURNING id)
+         SELECT p.status = 'pending' AND p.needs_authentication AS "waiting!",
+                EXISTS (SELECT 1 FROM turn) AS "taken!"
+           FROM payments p WHERE p.id = $1"#,
+        payment_id,
+    )
+    .fetch_one(db)
+    .await?;
+    Ok(match (turn.waiting, turn.taken) {
+        (true, true) => AuthenticationTurn::Taken,
+        (true, false) => AuthenticationTurn::TooSoon,
+        (false, _) => AuthenticationTurn::NotWaiting,
+    })
+}

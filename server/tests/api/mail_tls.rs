@@ -106,3 +106,24 @@ async fn a_relay_whose_certificate_does_not_verify_gets_nothing_and_the_email_wa
     let (status, attempts, error) = email_row(&app).await;
     assert_eq!((status.as_str(), attempts, error), ("sent", 2, None));
 }
+
+#[tokio::test]
+async fn a_relay_that_offers_no_starttls_is_given_neither_the_login_nor_the_email() {
+    let relay = Relay::start(
+        Mode::Clear,
+        &certificate("localhost", &authorities().trusted, false),
+        0,
+    )
+    .await;
+    let app = shop_sending_through(relay_url(STARTTLS, &relay)).await;
+    let mailer = app.workers().await.mailer().unwrap();
+    assert_eq!(mailer.try_execute_task().await.unwrap(), 1);
+    assert!(relay.taken().is_empty(), "nothing sent in clear");
+    let (status, attempts, error) = email_row(&app).await;
+    assert_eq!(
+        (status.as_str(), attempts),
+        ("queued", 1),
+        "kept for a retry"
+    );
+    assert!(error.unwrap().contains("STARTTLS"));
+}

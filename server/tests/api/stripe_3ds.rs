@@ -14,12 +14,23 @@ const ASKS_FOR_AUTHENTICATION: &str = "4000002500003155";
 /// Another such card (a bank that asks every time).
 const ALWAYS_ASKS: &str = "4000000000003220";
 
-/// `POST …/payments/{payment_id}/authentication`: the status and the body.
-async fn continue_authentication(app: &TestApp, order_id: &str, payment_id: &str) -> (u16, Value) {
+/// `POST …/payments/{payment_id}/authentication` once: the status and the body.
+async fn ask_once(app: &TestApp, order_id: &str, payment_id: &str) -> (u16, Value) {
     let url = format!("/api/orders/{order_id}/payments/{payment_id}/authentication");
     let response = app.client.post(app.url(&url)).send().await.unwrap();
     let status = response.status().as_u16();
     (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// The same, asked again after a 429 as the page asks (the shop asks Stripe at most once
+/// a second per payment).
+async fn continue_authentication(app: &TestApp, order_id: &str, payment_id: &str) -> (u16, Value) {
+    loop {
+        match ask_once(app, order_id, payment_id).await {
+            (429, _) => tokio::time::sleep(std::time::Duration::from_millis(1100)).await,
+            answer => return answer,
+        }
+    }
 }
 
 /// The shopper's bank answers the step, as localstripe's Stripe.js asks it to: the status
@@ -82,6 +93,13 @@ async fn a_payment_the_bank_confirms_is_paid_once_however_often_its_steps_repeat
         .as_str()
         .expect("the client secret");
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
+    // Asked again at once, the shop does not ask Stripe again.
+    let (status, problem) = ask_once(&app, &order_id, &payment_id).await;
+    assert_eq!(status, 429, "{problem}");
+    assert!(problem["type"]
+        .as_str()
+        .unwrap()
+        .ends_with("authentication-checked-recently"));
 
     assert_eq!(bank_answers(&stripe, secret, true).await, 200);
     assert_ne!(
@@ -126,6 +144,11 @@ async fn a_payment_the_bank_refuses_is_declined_and_the_order_can_be_paid_again(
     );
     assert_eq!(app.order_status(&order_id).await, "pending_payment");
     assert_eq!(stripe.charged(&order_id).await, 0);
+    assert_eq!(
+        stripe.intents_of_order(&order_id).await[0]["status"],
+        "canceled",
+        "the browser's client secret can no longer confirm it with another card"
+    );
     let again = pay_with_method(&app, &order_id, "pay-2", PM_VISA)
         .send()
         .await

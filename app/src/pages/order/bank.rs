@@ -66,6 +66,11 @@ impl BankStep {
     fn show(self, answer: Result<(u16, serde_json::Value), ()>, order_id: Uuid, live: Live) {
         let follow_order = || leptos::task::spawn_local(follow(order_id, live));
         match answer {
+            // The bank still waits (the step did not run to its end): offered again.
+            Ok((202, body)) if body["client_secret"].is_string() => {
+                self.said
+                    .set(Some(Said::Problem(COULD_NOT_FINISH.to_owned())));
+            }
             // Paid; or waiting for the provider now, not the shopper; or settled meanwhile.
             Ok((201 | 202 | 404, _)) => {
                 self.waiting.set(None);

@@ -19,6 +19,8 @@ fn python() -> String {
 pub enum Mode {
     StartTls,
     Implicit,
+    /// No STARTTLS offered, the login taken in clear: a relay whose offer was stripped.
+    Clear,
 }
 
 /// A running relay; killed when dropped.
@@ -45,6 +47,7 @@ impl Relay {
             .arg(match mode {
                 Mode::StartTls => "starttls",
                 Mode::Implicit => "implicit",
+                Mode::Clear => "clear",
             })
             .args([LOGIN.0, LOGIN.1])
             .stdout(Stdio::piped())
