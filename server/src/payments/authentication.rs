@@ -11,7 +11,7 @@
 
 use axum::{
     extract::{Path, State},
-    http::{HeaderName, HeaderValue, StatusCode},
+    http::StatusCode,
     response::{IntoResponse, Response},
     Json,
 };
@@ -138,14 +138,5 @@ fn waiting(client_secret: Option<String>) -> Response {
 
 /// The outcome as `pay_order` answers it, sent once (nothing here is stored with a key).
 fn respond(reply: Reply) -> Response {
-    let mut response = (reply.status, reply.body).into_response();
-    for (name, value) in reply.headers {
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::from_str(&value),
-        ) {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    response
+    once_axum::reply::respond(reply.into_stored(), false)
 }

@@ -71,6 +71,18 @@ async fn pay_again(app: &TestApp, order_id: &str, method: &str) -> (u16, Value) 
     (status, response.json().await.unwrap())
 }
 
+/// An order paid with `card`, its payment at the bank: the order, the payment and the
+/// client secret the browser would run the step with.
+async fn at_the_bank(app: &TestApp, stripe: &TestStripe, card: &str) -> (String, String, String) {
+    let order_id = place_order(app).await;
+    let (status, payment) = pay_with_card(app, stripe, &order_id, card).await;
+    assert_eq!(status, 202, "{payment}");
+    let payment_id = payment["id"].as_str().unwrap().to_owned();
+    let (_, waiting) = continue_authentication(app, &order_id, &payment_id).await;
+    let secret = waiting["client_secret"].as_str().unwrap().to_owned();
+    (order_id, payment_id, secret)
+}
+
 #[tokio::test]
 async fn a_payment_the_bank_confirms_is_paid_once_however_often_its_steps_repeat() {
     let (app, stripe) = spawn_shop_and_stripe().await;
@@ -124,13 +136,9 @@ async fn a_payment_the_bank_confirms_is_paid_once_however_often_its_steps_repeat
 #[tokio::test]
 async fn a_payment_the_bank_refuses_is_declined_and_the_order_can_be_paid_again() {
     let (app, stripe) = spawn_shop_and_stripe().await;
-    let order_id = place_order(&app).await;
-    let (status, payment) = pay_with_card(&app, &stripe, &order_id, ALWAYS_ASKS).await;
-    assert_eq!(status, 202, "{payment}");
-    let payment_id = payment["id"].as_str().unwrap();
-    let (_, waiting) = continue_authentication(&app, &order_id, payment_id).await;
-    let secret = waiting["client_secret"].as_str().unwrap();
-    assert_eq!(bank_answers(&stripe, secret, false).await, 200);
+    let (order_id, payment_id, secret) = at_the_bank(&app, &stripe, ALWAYS_ASKS).await;
+    let payment_id = payment_id.as_str();
+    assert_eq!(bank_answers(&stripe, &secret, false).await, 200);
 
     let (status, problem) = continue_authentication(&app, &order_id, payment_id).await;
     assert_eq!(status, 402, "{problem}");
@@ -160,14 +168,9 @@ async fn a_payment_the_bank_refuses_is_declined_and_the_order_can_be_paid_again(
 #[tokio::test]
 async fn a_webhook_before_the_browser_returns_settles_it_and_the_browser_sees_the_same() {
     let (app, stripe) = spawn_shop_and_stripe().await;
-    let order_id = place_order(&app).await;
-    let (_, payment) = pay_with_card(&app, &stripe, &order_id, ASKS_FOR_AUTHENTICATION).await;
-    let payment_id = payment["id"].as_str().unwrap();
-    let (_, waiting) = continue_authentication(&app, &order_id, payment_id).await;
-    assert_eq!(
-        bank_answers(&stripe, waiting["client_secret"].as_str().unwrap(), true).await,
-        200
-    );
+    let (order_id, payment_id, secret) = at_the_bank(&app, &stripe, ASKS_FOR_AUTHENTICATION).await;
+    let payment_id = payment_id.as_str();
+    assert_eq!(bank_answers(&stripe, &secret, true).await, 200);
     eventually("the webhook pays the order", || async {
         app.order_status(&order_id).await == "paid"
     })
@@ -185,11 +188,8 @@ async fn a_webhook_before_the_browser_returns_settles_it_and_the_browser_sees_th
 #[tokio::test]
 async fn a_shopper_who_never_returns_is_settled_and_a_late_bank_answer_charges_nothing() {
     let (app, stripe) = spawn_shop_and_stripe().await;
-    let order_id = place_order(&app).await;
-    let (_, payment) = pay_with_card(&app, &stripe, &order_id, ASKS_FOR_AUTHENTICATION).await;
-    let payment_id = payment["id"].as_str().unwrap();
-    let (_, waiting) = continue_authentication(&app, &order_id, payment_id).await;
-    let secret = waiting["client_secret"].as_str().unwrap().to_owned();
+    let (order_id, payment_id, secret) = at_the_bank(&app, &stripe, ASKS_FOR_AUTHENTICATION).await;
+    let payment_id = payment_id.as_str();
     // Minutes at the bank, past the settle grace but within the bank's step: another card
     // does not take the shopper's step away.
     sqlx::query("UPDATE payments SET charge_requested_at = now() - interval '5 minutes', created_at = now() - interval '5 minutes'")
